@@ -1,0 +1,203 @@
+// Package claim defines the one atomic decision per run (job, slot) that every
+// store makes for anarchon, and the registry of the stores that can make it.
+//
+// A Backend decides claims. A lease backend (sqlite, postgres, redis lease)
+// is also a Leaser: the winner holds the run under a lease that it renews,
+// and every write after the claim is fenced by the winner's token.
+package claim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Outcome is the answer to a claim.
+type Outcome string
+
+// The outcomes of SPEC §1.
+const (
+	Won     Outcome = "won"     // the caller runs the job (Result.Attempt)
+	Lost    Outcome = "lost"    // another instance claimed it (claim-only backends)
+	Running Outcome = "running" // another instance holds a live lease
+	Done    Outcome = "done"    // finished, or interrupted with no attempts left
+	Late    Outcome = "late"    // nobody claimed it and now - slot > maxLate
+	Overlap Outcome = "overlap" // an earlier run holds a live lease and overlap is skip
+	Unknown Outcome = "unknown" // the store gave no decision (RabbitMQ): skipped
+)
+
+// Status is the state of a run as the store keeps it.
+type Status string
+
+// Run states. Every state but Running is final.
+const (
+	StatusRunning     Status = "running"
+	StatusSucceeded   Status = "succeeded"
+	StatusFailed      Status = "failed"
+	StatusTimeout     Status = "timeout"
+	StatusInterrupted Status = "interrupted"
+)
+
+// Final reports whether s ends a run.
+func (s Status) Final() bool { return s != StatusRunning && s != "" }
+
+// OverlapPolicy says whether a job's runs may overlap.
+type OverlapPolicy string
+
+// Overlap policies.
+const (
+	OverlapSkip  OverlapPolicy = "skip"
+	OverlapAllow OverlapPolicy = "allow"
+)
+
+// Token is a random 128-bit value in hex, fresh for every claim attempt.
+type Token string
+
+// NewToken returns a fresh random token.
+func NewToken() Token {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on Linux
+	}
+	return Token(hex.EncodeToString(b[:]))
+}
+
+// Short is the token prefix written to logs.
+func (t Token) Short() string {
+	if len(t) > 8 {
+		return string(t[:8])
+	}
+	return string(t)
+}
+
+// Request is one claim of the run (Job, Slot).
+type Request struct {
+	Job         string
+	Slot        int64 // ms since the Unix epoch, UTC
+	Token       Token
+	Instance    string
+	MaxLate     time.Duration
+	Lease       time.Duration // lease backends
+	MaxAttempts int           // lease backends
+	Overlap     OverlapPolicy // lease backends
+	// Now is the instance's clock. Lease backends ignore it and decide with
+	// the store's time; claim-only backends use it for their late check.
+	Now time.Time
+}
+
+// SlotTime returns the slot as a time.Time in UTC.
+func (r Request) SlotTime() time.Time { return time.UnixMilli(r.Slot).UTC() }
+
+// Fence names the attempt that a write after a claim belongs to.
+func (r Request) Fence(attempt int) Fence {
+	return Fence{Job: r.Job, Slot: r.Slot, Token: r.Token, Attempt: attempt}
+}
+
+// Result is the answer to a claim.
+type Result struct {
+	Outcome Outcome
+	Attempt int // with Won: the attempt the caller runs
+	// StoreNow is the store's clock at the decision (lease backends; zero
+	// where the store has no clock of its own).
+	StoreNow time.Time
+	// LeaseUntil is the lease's end in store time, with Won or Running.
+	LeaseUntil time.Time
+}
+
+// Fence is the proof of ownership every write after a claim carries.
+type Fence struct {
+	Job     string
+	Slot    int64
+	Token   Token
+	Attempt int
+}
+
+func (f Fence) String() string { return fmt.Sprintf("%s@%d#%d", f.Job, f.Slot, f.Attempt) }
+
+// Outcome of an execution, as recorded by Finish.
+type Finish struct {
+	Status     Status // succeeded, failed or timeout
+	ExitCode   int
+	OutputTail string
+	// StartedAt and FinishedAt are the runner's clock; lease backends keep
+	// their own store-time stamps and use these only where they have none.
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// Run is what a store remembers of one run, for status and for backups.
+type Run struct {
+	Job        string
+	Slot       int64
+	Status     Status
+	Attempt    int
+	Instance   string
+	Token      Token
+	StartedAt  time.Time
+	FinishedAt time.Time // zero while running
+	LeaseUntil time.Time // zero on claim-only backends
+	ExitCode   *int      // nil while running or when interrupted
+	OutputTail string
+}
+
+// Duration is FinishedAt - StartedAt, or 0 while running.
+func (r Run) Duration() time.Duration {
+	if r.FinishedAt.IsZero() || r.StartedAt.IsZero() {
+		return 0
+	}
+	return r.FinishedAt.Sub(r.StartedAt)
+}
+
+// ListQuery selects runs for status: newest slots first.
+type ListQuery struct {
+	Job   string // empty: every job
+	Limit int    // <= 0: a backend default of 50
+}
+
+// Sentinel errors callers branch on.
+var (
+	// ErrFenced: the write's token is not the run's current token, or the run
+	// is no longer running. The caller has lost the run.
+	ErrFenced = errors.New("fenced: the run belongs to another attempt")
+	// ErrNotFound: the store has no such run.
+	ErrNotFound = errors.New("run not found")
+)
+
+// Backend decides claims and records results.
+type Backend interface {
+	// Claim makes the atomic decision for req. An error means no answer
+	// arrived (transport failure): the caller re-sends with the same token.
+	Claim(ctx context.Context, req Request) (Result, error)
+	// Finish records the result of the attempt f. Lease backends fence it
+	// and return ErrFenced when f is no longer the run's owner.
+	Finish(ctx context.Context, f Fence, fin Finish) error
+	// ListRuns returns recent runs, newest slot first.
+	ListRuns(ctx context.Context, q ListQuery) ([]Run, error)
+	// Close releases the store's connections.
+	Close() error
+}
+
+// Leaser is a backend whose winners hold leases.
+type Leaser interface {
+	Backend
+	// Renew extends f's lease to store now + lease. ErrFenced when another
+	// token owns the run or it is no longer running.
+	Renew(ctx context.Context, f Fence, lease time.Duration) (Result, error)
+	// Release ends f's lease now, so that a backup may take over at once.
+	Release(ctx context.Context, f Fence) error
+	// Read is the cheap read of a run, with no lock or transaction; it
+	// returns ErrNotFound when the store has none. The time returned is the
+	// store's clock at the read.
+	Read(ctx context.Context, job string, slot int64) (Run, time.Time, error)
+}
+
+// Pruner is a backend that forgets finished runs older than a given age.
+type Pruner interface {
+	// Prune deletes runs whose slot is older than store now - olderThan and
+	// that are finished or whose lease ended before that; it returns how
+	// many it deleted.
+	Prune(ctx context.Context, olderThan time.Duration) (int64, error)
+}

@@ -1,0 +1,76 @@
+// Package clock is the one source of time for the scheduler, the runner and
+// the claim-only backends. Production code gets Real; tests get a Fake they
+// can advance, and the fault-injection harness an Offset clock that skews or
+// jumps one instance's view of time.
+package clock
+
+import (
+	"context"
+	"time"
+)
+
+// Clock tells the time and makes timers.
+type Clock interface {
+	// Now returns the current time. For Real it carries a monotonic reading,
+	// so differences between two Now values are immune to wall-clock jumps.
+	Now() time.Time
+	// NewTimer returns a timer that fires once after d.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is the part of *time.Timer the daemon uses.
+type Timer interface {
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it was active.
+	Stop() bool
+	// Reset changes the timer to fire after d; it reports whether it was active.
+	Reset(d time.Duration) bool
+}
+
+// Real is the system clock.
+type Real struct{}
+
+var _ Clock = Real{}
+
+// Now returns time.Now().
+func (Real) Now() time.Time { return time.Now() }
+
+// NewTimer wraps time.NewTimer.
+func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time        { return r.t.C }
+func (r realTimer) Stop() bool                 { return r.t.Stop() }
+func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
+
+// Sleep waits for d on c, or until ctx is done (then it returns ctx.Err()).
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}
+
+// Offset is a clock whose readings are those of Base shifted by Skew. Timers
+// run at Base's pace: a skew moves the wall time an instance believes in, not
+// the length of a second. Used by the fault-injection harness only.
+type Offset struct {
+	Base Clock
+	Skew time.Duration
+}
+
+var _ Clock = Offset{}
+
+// Now returns Base.Now() + Skew.
+func (o Offset) Now() time.Time { return o.Base.Now().Add(o.Skew) }
+
+// NewTimer returns Base's timer.
+func (o Offset) NewTimer(d time.Duration) Timer { return o.Base.NewTimer(d) }

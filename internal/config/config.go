@@ -1,0 +1,97 @@
+// Package config loads and checks the crontab: one YAML file (SPEC §6),
+// overridden by ANARCHON_* environment variables, with every job's defaults
+// merged in. Load returns either a Config in which every job is resolved, or
+// an Errors listing every problem with its file, line, job and field.
+package config
+
+import "time"
+
+// Config is a loaded, valid crontab with every default applied.
+type Config struct {
+	File          string // the path it was loaded from
+	Instance      string // never empty after Load: <hostname>-<4 hex> by default
+	Namespace     string
+	ShutdownGrace time.Duration
+	Log           Log
+	Backend       Backend
+	Jobs          []Job
+}
+
+// Log configures zap.
+type Log struct {
+	Level  string // debug | info | warn | error
+	Format string // auto | console | json
+}
+
+// Backend selects and configures the store.
+type Backend struct {
+	Type string // sqlite | postgres | redis | rabbitmq | nats
+	// Retention is how long lease backends keep finished runs (by slot age)
+	// before pruning them; never below the largest job maxLate.
+	Retention time.Duration
+	SQLite    SQLite
+	Postgres  Postgres
+	Redis     Redis
+	RabbitMQ  RabbitMQ
+	NATS      NATS
+}
+
+// SQLite is backend.sqlite.
+type SQLite struct {
+	Path        string
+	BusyTimeout time.Duration
+}
+
+// Postgres is backend.postgres.
+type Postgres struct {
+	DSN          string
+	Table        string
+	PasswordFile string
+}
+
+// Redis is backend.redis.
+type Redis struct {
+	URL          string
+	Strategy     string // lease | stream-id | idmp | script | auto
+	PasswordFile string
+	DurationSec  int   // strategyOptions.durationSec (idmp)
+	WindowMs     int64 // strategyOptions.windowMs (script)
+}
+
+// RabbitMQ is backend.rabbitmq.
+type RabbitMQ struct {
+	URL       string
+	SlotTTLMs int64
+}
+
+// NATS is backend.nats.
+type NATS struct {
+	URL               string
+	Stream            string
+	DuplicateWindowMs int64
+}
+
+// Job is one crontab entry with its defaults merged in.
+type Job struct {
+	Name     string
+	Schedule string // the expression as written
+	Command  string // run as Shell -c Command, unless Args is set
+	Args     []string
+	Env      map[string]string
+	Workdir  string
+	User     string
+	Timezone string
+	Location *time.Location
+
+	MaxLate         time.Duration
+	Lease           time.Duration
+	Heartbeat       time.Duration
+	MaxAttempts     int
+	Overlap         string // skip | allow
+	Timeout         time.Duration
+	KillGrace       time.Duration
+	Shell           string
+	OutputTailBytes int
+
+	Line int // the line of the job's entry in File
+}
