@@ -15,6 +15,10 @@ type Config struct {
 	Log           Log
 	Backend       Backend
 	Jobs          []Job
+	// Warnings are problems that do not stop the daemon (no jobs, unknown
+	// ANARCHON_* variables, a writable file accepted for development, ...),
+	// one line each, formatted like an Error.
+	Warnings []string
 }
 
 // Log configures zap.
@@ -93,5 +97,6 @@ type Job struct {
 	Shell           string
 	OutputTailBytes int
 
-	Line int // the line of the job's entry in File
+	Line  int // the line of the job's entry in File
+	Index int // the job's position in jobs, from 0
 }

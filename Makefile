@@ -1,0 +1,33 @@
+# anarchon: a leaderless cluster-wide cron.
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X github.com/anarchon/anarchon/internal/cli.Version=$(VERSION) \
+           -X github.com/anarchon/anarchon/internal/cli.Commit=$(COMMIT)
+BIN     := bin/anarchond
+
+.PHONY: build run test test-short bench fuzz vet clean
+
+build: ## build bin/anarchond
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/anarchond
+
+run: build ## run the daemon on configs/example.yaml (SQLite in ./data)
+	mkdir -p data
+	chmod go-w configs/example.yaml
+	$(BIN) run --config configs/example.yaml
+
+test: vet ## every test, against the real stores; fuzz targets briefly
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+test-short: ## unit tests only
+	$(GO) test -short -count=1 ./...
+
+bench: ## claim latency benchmarks
+	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/sqliteclaim/
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
+
+clean:
+	rm -rf bin data

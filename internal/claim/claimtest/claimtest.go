@@ -1,0 +1,386 @@
+// Package claimtest is the conformance suite of anarchon's claim backends
+// (SPEC §7): a backend is correct when it passes Exercise against a real
+// store. It is modelled on River's riverdrivertest.Exercise and go-cloud's
+// drivertest: a backend's test supplies a Harness that makes fresh,
+// isolated stores, and Exercise runs every case that applies to it.
+//
+//	func TestConformance(t *testing.T) {
+//		claimtest.Exercise(t, claimtest.Harness{
+//			New: func(t *testing.T) claim.Backend {
+//				b, err := mybackend.New(t.Context(), mybackend.Options{ /* own namespace */ })
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				t.Cleanup(func() { b.Close() })
+//				return b
+//			},
+//		})
+//	}
+//
+// Lease backends (claim.Leaser) run the cases of SPEC §3.1 and §4: store
+// time, overlap, takeover with attempt+1, fencing, attempts running out,
+// release. Claim-only backends run the cases of SPEC §3.2: exactly one won,
+// "that was me" by token, lost for everyone else, late by the instance
+// clock. Both run the concurrent races. A backend that is also a
+// claim.Pruner runs the retention cases.
+//
+// ProcessRace and HelperProcess race claimers in separate OS processes on
+// one store, for stores that several processes share (SQLite's file).
+package claimtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anarchon/anarchon/internal/claim"
+)
+
+// Harness is how Exercise gets stores of the backend under test.
+type Harness struct {
+	// New returns a fresh backend on an isolated store (its own file,
+	// schema, key prefix or namespace), closed by t.Cleanup. Every case
+	// calls it once, so cases never see each other's runs.
+	New func(t *testing.T) claim.Backend
+
+	// Open, if set, returns another backend on the same store as b: a
+	// second instance on its own connection(s), closed by t.Cleanup. The
+	// races then spread their claimers over Connections backends, so that
+	// the store (not one client's mutex) has to pick the winner.
+	Open func(t *testing.T, b claim.Backend) claim.Backend
+	// Connections is how many backends the races use when Open is set
+	// (default 4).
+	Connections int
+
+	// Transient, if set, reports the errors the backend documents as
+	// transient: "no answer arrived, re-send the claim". The races re-send
+	// such a claim with the same token (SPEC §3.3) and count the retry;
+	// every other error fails the case. Nil: every error fails.
+	Transient func(err error) bool
+
+	// Advance, if set, moves the store clock of b forward by d. A backend
+	// on a fake clock (the in-memory one) sets it; the cases that wait for
+	// a lease to expire then advance instead of polling, and the check that
+	// store time is close to the local clock is skipped.
+	Advance func(b claim.Backend, d time.Duration)
+
+	// ShortLease is the lease of the cases that wait for an expiry
+	// (default 300ms). Raise it for a store whose round trips are slow.
+	ShortLease time.Duration
+	// LeaseTolerance is how far Result.LeaseUntil may be from
+	// Result.StoreNow + lease (default 10ms); both should come from one
+	// reading of the store's clock.
+	LeaseTolerance time.Duration
+	// ClockSkew is how far store time may be from the local clock (default
+	// 5s). It catches unit and time-zone mistakes, not real skew.
+	ClockSkew time.Duration
+	// ExpiryWait bounds the wait for a lease to expire (default 30s).
+	ExpiryWait time.Duration
+
+	// Skip names cases (as in "Lease/Takeover") to skip, each with the
+	// reason the backend documents.
+	Skip map[string]string
+}
+
+func (h Harness) withDefaults() Harness {
+	if h.Connections <= 0 {
+		h.Connections = 4
+	}
+	if h.ShortLease <= 0 {
+		h.ShortLease = 300 * time.Millisecond
+	}
+	if h.LeaseTolerance <= 0 {
+		h.LeaseTolerance = 10 * time.Millisecond
+	}
+	if h.ClockSkew <= 0 {
+		h.ClockSkew = 5 * time.Second
+	}
+	if h.ExpiryWait <= 0 {
+		h.ExpiryWait = 30 * time.Second
+	}
+	return h
+}
+
+// Exercise runs the conformance suite against h's backend.
+func Exercise(t *testing.T, h Harness) {
+	t.Helper()
+	if h.New == nil {
+		t.Fatal("claimtest: Harness.New is required")
+	}
+	h = h.withDefaults()
+	probe := h.New(t)
+	_, leaser := probe.(claim.Leaser)
+	_, pruner := probe.(claim.Pruner)
+	s := &suite{h: h, leaser: leaser}
+
+	t.Run("Claim", func(t *testing.T) {
+		s.run(t, "FirstClaimWins", s.testFirstClaimWins)
+		s.run(t, "ResentTokenWins", s.testResentTokenWins)
+		s.run(t, "OtherTokenLoses", s.testOtherTokenLoses)
+		s.run(t, "Late", s.testLate)
+		s.run(t, "WithinMaxLate", s.testWithinMaxLate)
+		s.run(t, "FinishThenListed", s.testFinishThenListed)
+		s.run(t, "Race", s.testRace)
+	})
+	if !leaser {
+		t.Run("ClaimOnly", func(t *testing.T) {
+			s.run(t, "LateUsesInstanceClock", s.testLateUsesInstanceClock)
+		})
+	}
+	if leaser {
+		t.Run("Lease", func(t *testing.T) {
+			s.run(t, "StoreTime", s.testStoreTime)
+			s.run(t, "IgnoresInstanceClock", s.testIgnoresInstanceClock)
+			s.run(t, "ReadShowsClaim", s.testReadShowsClaim)
+			s.run(t, "ReadNotFound", s.testReadNotFound)
+			s.run(t, "DoneAfterFinish", s.testDoneAfterFinish)
+			s.run(t, "FinishRecords", s.testFinishRecords)
+			s.run(t, "ListRuns", s.testListRuns)
+			s.run(t, "OverlapSkip", s.testOverlapSkip)
+			s.run(t, "OverlapAllow", s.testOverlapAllow)
+			s.run(t, "OverlapAfterFinish", s.testOverlapAfterFinish)
+			s.run(t, "OverlapOtherJob", s.testOverlapOtherJob)
+			s.run(t, "OverlapIgnoresExpiredLease", s.testOverlapIgnoresExpiredLease)
+			s.run(t, "OverlapGuardsTakeover", s.testOverlapGuardsTakeover)
+			s.run(t, "OverlapAllowTakeover", s.testOverlapAllowTakeover)
+			s.run(t, "Takeover", s.testTakeover)
+			s.run(t, "ResentClaimAfterExpiry", s.testResentClaimAfterExpiry)
+			s.run(t, "AttemptsRunOut", s.testAttemptsRunOut)
+			s.run(t, "RenewExtends", s.testRenewExtends)
+			s.run(t, "FinishedIsFenced", s.testFinishedIsFenced)
+			s.run(t, "Release", s.testRelease)
+			s.run(t, "TakeoverRace", s.testTakeoverRace)
+			s.run(t, "OverlapRace", s.testOverlapRace)
+		})
+	}
+	if pruner {
+		t.Run("Prune", func(t *testing.T) {
+			s.run(t, "DeletesOldFinished", s.testPrune)
+			s.run(t, "PrunedSlotIsLate", s.testPrunedSlotIsLate)
+		})
+	}
+}
+
+// suite carries the harness through the cases.
+type suite struct {
+	h      Harness
+	leaser bool
+}
+
+// run runs one case as a parallel subtest, unless the harness skips it.
+func (s *suite) run(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		for k, why := range s.h.Skip {
+			if matchesCase(t.Name(), k) {
+				t.Skipf("skipped by the harness: %s", why)
+			}
+		}
+		t.Parallel()
+		f(t)
+	})
+}
+
+// matchesCase reports whether the test name ends with the case path k.
+func matchesCase(testName, k string) bool {
+	n, m := len(testName), len(k)
+	return n >= m && testName[n-m:] == k && (n == m || testName[n-m-1] == '/')
+}
+
+// ctx returns a context for one case, ended at the case's end.
+func (s *suite) ctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newJob returns a job name unique to the case, valid per SPEC §6.
+func newJob(t *testing.T, prefix string) string {
+	return fmt.Sprintf("%s-%08x", prefix, rand.Uint32())
+}
+
+// storeNow reads the store's clock with a claim of a job of its own: a lease
+// backend's Result.StoreNow; the local clock for a claim-only backend.
+func (s *suite) storeNow(ctx context.Context, t *testing.T, b claim.Backend) time.Time {
+	t.Helper()
+	now := time.Now()
+	r := request(newJob(t, "clock"), now.UnixMilli(), now)
+	r.MaxLate = 1000 * time.Hour // whatever the skew, the probe is not late
+	res, err := b.Claim(ctx, r)
+	if err != nil {
+		t.Fatalf("probe claim to read store time: %v", err)
+	}
+	if res.StoreNow.IsZero() {
+		if s.leaser {
+			t.Fatalf("a lease backend must return its store time in Result.StoreNow, got zero")
+		}
+		return now
+	}
+	return res.StoreNow
+}
+
+// request is a claim of (job, slot) by a fresh token with the defaults of
+// SPEC §6 (maxLate 1h to keep the cases away from the late boundary, lease
+// 1m, 3 attempts, overlap skip).
+func request(job string, slot int64, now time.Time) claim.Request {
+	return claim.Request{
+		Job:         job,
+		Slot:        slot,
+		Token:       claim.NewToken(),
+		Instance:    "instance-" + claim.NewToken().Short(),
+		MaxLate:     time.Hour,
+		Lease:       time.Minute,
+		MaxAttempts: 3,
+		Overlap:     claim.OverlapSkip,
+		Now:         now,
+	}
+}
+
+// backup returns r re-sent by another instance with a fresh token.
+func backup(r claim.Request) claim.Request {
+	r.Token = claim.NewToken()
+	r.Instance = "instance-" + claim.NewToken().Short()
+	return r
+}
+
+func mustClaim(ctx context.Context, t *testing.T, b claim.Backend, r claim.Request) claim.Result {
+	t.Helper()
+	res, err := b.Claim(ctx, r)
+	if err != nil {
+		t.Fatalf("claim %s@%d (token %s): unexpected error: %v", r.Job, r.Slot, r.Token.Short(), err)
+	}
+	return res
+}
+
+// wantWon fails unless res is won(attempt).
+func wantWon(t *testing.T, res claim.Result, attempt int, what string) {
+	t.Helper()
+	if res.Outcome != claim.Won || res.Attempt != attempt {
+		t.Fatalf("%s: want won(%d), got %s(%d)", what, attempt, res.Outcome, res.Attempt)
+	}
+}
+
+// wantOutcome fails unless res has the outcome want.
+func wantOutcome(t *testing.T, res claim.Result, want claim.Outcome, what string) {
+	t.Helper()
+	if res.Outcome != want {
+		t.Fatalf("%s: want %s, got %s(%d)", what, want, res.Outcome, res.Attempt)
+	}
+}
+
+// wantFenced fails unless err is claim.ErrFenced.
+func wantFenced(t *testing.T, err error, what string) {
+	t.Helper()
+	if !errors.Is(err, claim.ErrFenced) {
+		t.Fatalf("%s: want an error wrapping claim.ErrFenced, got %v", what, err)
+	}
+}
+
+// wantNear fails unless got is within tol of want.
+func wantNear(t *testing.T, got, want time.Time, tol time.Duration, what string) {
+	t.Helper()
+	if d := got.Sub(want); d < -tol || d > tol {
+		t.Fatalf("%s: want %s (±%v), got %s (off by %v)", what, want.UTC().Format(time.RFC3339Nano),
+			tol, got.UTC().Format(time.RFC3339Nano), d)
+	}
+}
+
+// leaser returns b as a claim.Leaser (the lease cases run only on those).
+func leaser(t *testing.T, b claim.Backend) claim.Leaser {
+	t.Helper()
+	l, ok := b.(claim.Leaser)
+	if !ok {
+		t.Fatalf("%T is not a claim.Leaser", b)
+	}
+	return l
+}
+
+// awaitExpired waits until the store says the lease of (job, slot) has
+// ended (lease_until < store now) and returns that store time. With
+// Harness.Advance it moves the store clock instead of waiting.
+func (s *suite) awaitExpired(ctx context.Context, t *testing.T, b claim.Backend, job string, slot int64) time.Time {
+	t.Helper()
+	l := leaser(t, b)
+	run, now, err := l.Read(ctx, job, slot)
+	if err != nil {
+		t.Fatalf("read %s@%d while waiting for its lease to expire: %v", job, slot, err)
+	}
+	if s.h.Advance != nil && !now.After(run.LeaseUntil) {
+		s.h.Advance(b, run.LeaseUntil.Sub(now)+time.Millisecond)
+	}
+	deadline := time.Now().Add(s.h.ExpiryWait)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		run, now, err = l.Read(ctx, job, slot)
+		if err != nil {
+			t.Fatalf("read %s@%d while waiting for its lease to expire: %v", job, slot, err)
+		}
+		if now.After(run.LeaseUntil) {
+			return now
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lease of %s@%d (until %s) has not expired by store time %s after %v: is Read's store time moving?",
+				job, slot, run.LeaseUntil.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano), s.h.ExpiryWait)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for the lease of %s@%d to expire: %v", job, slot, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// connections returns the backends a race spreads its claimers over: b, and
+// with Harness.Open more instances on the same store.
+func (s *suite) connections(t *testing.T, b claim.Backend) []claim.Backend {
+	conns := []claim.Backend{b}
+	if s.h.Open != nil {
+		for len(conns) < s.h.Connections {
+			conns = append(conns, s.h.Open(t, b))
+		}
+	}
+	return conns
+}
+
+// attempt is one claim made in a race and its answer.
+type attempt struct {
+	req     claim.Request
+	res     claim.Result
+	err     error
+	retries int // transient errors re-sent with the same token
+}
+
+// race runs plans[i] (claims in order) on goroutine i, goroutine i using
+// conns[i%len(conns)]; all goroutines start together. Transient errors are
+// re-sent with the same token, as the daemon does.
+func (s *suite) race(ctx context.Context, conns []claim.Backend, plans [][]claim.Request) [][]attempt {
+	out := make([][]attempt, len(plans))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, plan := range plans {
+		b := conns[i%len(conns)]
+		out[i] = make([]attempt, len(plan))
+		wg.Go(func() {
+			<-start
+			for j, r := range plan {
+				a := &out[i][j]
+				a.req = r
+				for {
+					a.res, a.err = b.Claim(ctx, r)
+					if a.err == nil || s.h.Transient == nil || !s.h.Transient(a.err) || ctx.Err() != nil {
+						break
+					}
+					a.retries++
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return out
+}

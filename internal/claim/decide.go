@@ -1,0 +1,71 @@
+package claim
+
+import "time"
+
+// Event names what a decision appends to a run's history.
+type Event string
+
+// History events.
+const (
+	EventClaimed     Event = "claimed"
+	EventTakeover    Event = "takeover"
+	EventInterrupted Event = "interrupted"
+	EventFinished    Event = "finished"
+	EventReleased    Event = "released"
+)
+
+// Decision is the lease decision table's answer (SPEC §3.1) and the write it
+// asks for.
+type Decision struct {
+	Result Result
+	// Write, when not nil, is the run's new state to store.
+	Write *Run
+	// Event is the history entry to append with Write.
+	Event Event
+}
+
+// Decide is the decision table of SPEC §3.1 for a store that can run Go
+// inside its critical section (sqlite's write transaction, the in-memory
+// backend's mutex). cur is the run's state (nil: none); otherLive reports
+// whether another run of the job is running with lease_until >= now; now is
+// the store's time. Stores that decide in their own language (Redis Lua,
+// PL/pgSQL) implement the same table and pass the same conformance suite.
+func Decide(cur *Run, otherLive bool, now time.Time, req Request) Decision {
+	res := Result{StoreNow: now}
+	grant := func(attempt int, ev Event) Decision {
+		w := &Run{
+			Job: req.Job, Slot: req.Slot, Status: StatusRunning, Attempt: attempt,
+			Instance: req.Instance, Token: req.Token, StartedAt: now, LeaseUntil: now.Add(req.Lease),
+		}
+		res.Outcome, res.Attempt, res.LeaseUntil = Won, attempt, w.LeaseUntil
+		return Decision{Result: res, Write: w, Event: ev}
+	}
+	switch {
+	case cur == nil:
+		if now.Sub(req.SlotTime()) > req.MaxLate {
+			res.Outcome = Late
+			return Decision{Result: res}
+		}
+		if req.Overlap == OverlapSkip && otherLive {
+			res.Outcome = Overlap
+			return Decision{Result: res}
+		}
+		return grant(1, EventClaimed)
+	case cur.Status == StatusRunning && cur.Token == req.Token:
+		res.Outcome, res.Attempt, res.LeaseUntil = Won, cur.Attempt, cur.LeaseUntil
+		return Decision{Result: res}
+	case cur.Status.Final():
+		res.Outcome = Done
+		return Decision{Result: res}
+	case !cur.LeaseUntil.Before(now):
+		res.Outcome, res.Attempt, res.LeaseUntil = Running, cur.Attempt, cur.LeaseUntil
+		return Decision{Result: res}
+	case cur.Attempt >= req.MaxAttempts || (req.Overlap == OverlapSkip && otherLive):
+		w := *cur
+		w.Status, w.FinishedAt = StatusInterrupted, now
+		res.Outcome, res.Attempt = Done, cur.Attempt
+		return Decision{Result: res, Write: &w, Event: EventInterrupted}
+	default:
+		return grant(cur.Attempt+1, EventTakeover)
+	}
+}

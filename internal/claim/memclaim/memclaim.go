@@ -1,0 +1,162 @@
+// Package memclaim is an in-memory lease backend on an injected clock. It
+// speeds up the scheduler's unit tests and passes the same conformance suite
+// as the real stores; it never stands in for a store's proof, and the daemon
+// cannot be configured to use it.
+package memclaim
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/clock"
+)
+
+type key struct {
+	job  string
+	slot int64
+}
+
+// Backend keeps runs in a map guarded by one mutex; its store time is the
+// injected clock.
+type Backend struct {
+	clock clock.Clock
+	mu    sync.Mutex
+	runs  map[key]*claim.Run
+}
+
+var (
+	_ claim.Backend = (*Backend)(nil)
+	_ claim.Leaser  = (*Backend)(nil)
+	_ claim.Pruner  = (*Backend)(nil)
+)
+
+// New returns an empty backend whose store time is c.
+func New(c clock.Clock) *Backend {
+	return &Backend{clock: c, runs: map[key]*claim.Run{}}
+}
+
+// otherLive reports whether a run of job other than slot holds a live lease.
+func (b *Backend) otherLive(job string, slot int64, now time.Time) bool {
+	for k, r := range b.runs {
+		if k.job == job && k.slot != slot && r.Status == claim.StatusRunning && !r.LeaseUntil.Before(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// Claim applies claim.Decide under the mutex.
+func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return claim.Result{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	d := claim.Decide(b.runs[key{req.Job, req.Slot}], b.otherLive(req.Job, req.Slot, now), now, req)
+	if d.Write != nil {
+		b.runs[key{req.Job, req.Slot}] = d.Write
+	}
+	return d.Result, nil
+}
+
+// owned returns the run f owns, or claim.ErrFenced; b.mu must be held.
+func (b *Backend) owned(f claim.Fence) (*claim.Run, error) {
+	r := b.runs[key{f.Job, f.Slot}]
+	if r == nil || r.Token != f.Token || r.Status != claim.StatusRunning {
+		return nil, claim.ErrFenced
+	}
+	return r, nil
+}
+
+// Renew extends f's lease.
+func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration) (claim.Result, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, err := b.owned(f)
+	if err != nil {
+		return claim.Result{}, err
+	}
+	now := b.clock.Now()
+	r.LeaseUntil = now.Add(lease)
+	return claim.Result{Outcome: claim.Won, Attempt: r.Attempt, StoreNow: now, LeaseUntil: r.LeaseUntil}, nil
+}
+
+// Release ends f's lease now.
+func (b *Backend) Release(ctx context.Context, f claim.Fence) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, err := b.owned(f)
+	if err != nil {
+		return err
+	}
+	r.LeaseUntil = b.clock.Now()
+	return nil
+}
+
+// Finish records f's result.
+func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, err := b.owned(f)
+	if err != nil {
+		return err
+	}
+	code := fin.ExitCode
+	r.Status, r.ExitCode, r.OutputTail, r.FinishedAt = fin.Status, &code, fin.OutputTail, b.clock.Now()
+	return nil
+}
+
+// Read returns a copy of the run.
+func (b *Backend) Read(ctx context.Context, job string, slot int64) (claim.Run, time.Time, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	r := b.runs[key{job, slot}]
+	if r == nil {
+		return claim.Run{}, now, claim.ErrNotFound
+	}
+	return *r, now, nil
+}
+
+// ListRuns returns runs newest slot first.
+func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []claim.Run
+	for _, r := range b.runs {
+		if q.Job == "" || r.Job == q.Job {
+			out = append(out, *r)
+		}
+	}
+	slices.SortFunc(out, func(a, b claim.Run) int {
+		return cmp.Or(cmp.Compare(b.Slot, a.Slot), cmp.Compare(a.Job, b.Job))
+	})
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	return out[:min(limit, len(out))], nil
+}
+
+// Prune deletes old runs that are finished or whose lease ended long ago.
+func (b *Backend) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cut := b.clock.Now().Add(-olderThan)
+	var n int64
+	for k, r := range b.runs {
+		if time.UnixMilli(k.slot).Before(cut) && (r.Status.Final() || r.LeaseUntil.Before(cut)) {
+			delete(b.runs, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Close does nothing.
+func (b *Backend) Close() error { return nil }

@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/schedule"
+	"github.com/anarchon/anarchon/internal/status"
+)
+
+func newValidateCmd(env Env) *cobra.Command {
+	var cf configFlags
+	c := &cobra.Command{
+		Use:   "validate",
+		Short: "Check the crontab; list every problem with its file, line, job and field",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := cf.load(env)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "%s: ok: %d job(s), backend %s, instance %s\n",
+				cfg.File, len(cfg.Jobs), backendSummary(cfg), cfg.Instance)
+			return nil
+		},
+	}
+	cf.register(c, env)
+	return c
+}
+
+// backendSummary names the backend and where it is, secrets redacted.
+func backendSummary(cfg *config.Config) string {
+	b := cfg.Backend
+	switch b.Type {
+	case "sqlite":
+		return fmt.Sprintf("sqlite (%s)", b.SQLite.Path)
+	case "postgres":
+		return fmt.Sprintf("postgres (%s, table %s)", config.Redact(b.Postgres.DSN), b.Postgres.Table)
+	case "redis":
+		return fmt.Sprintf("redis %s (%s)", b.Redis.Strategy, config.Redact(b.Redis.URL))
+	case "rabbitmq":
+		return fmt.Sprintf("rabbitmq (%s)", config.Redact(b.RabbitMQ.URL))
+	case "nats":
+		return fmt.Sprintf("nats (%s, stream %s)", config.Redact(b.NATS.URL), b.NATS.Stream)
+	}
+	return b.Type
+}
+
+// nextSlot is one line of `next --json`.
+type nextSlot struct {
+	Job    string `json:"job"`
+	Slot   string `json:"slot"`
+	SlotMs int64  `json:"slot_ms"`
+	Local  string `json:"local"`
+}
+
+func newNextCmd(env Env) *cobra.Command {
+	var (
+		cf     configFlags
+		job    string
+		n      int
+		from   string
+		asJSON bool
+	)
+	c := &cobra.Command{
+		Use:   "next",
+		Short: "Print the next slots of each job, in its zone and in UTC",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := cf.load(env)
+			if err != nil {
+				return err
+			}
+			t0 := clock.Real{}.Now()
+			if from != "" {
+				if t0, err = time.Parse(time.RFC3339Nano, from); err != nil {
+					return usageError(fmt.Errorf("--from %q: want RFC 3339, e.g. 2027-03-28T00:00:00Z", from))
+				}
+			}
+			if n <= 0 {
+				return usageError(fmt.Errorf("-n %d: want a positive count", n))
+			}
+			jobs, err := selectJobs(cfg, job)
+			if err != nil {
+				return err
+			}
+			var out []nextSlot
+			for _, j := range jobs {
+				sc, err := schedule.Parse(j.Schedule, j.Location)
+				if err != nil {
+					return usageError(fmt.Errorf("job %q: %w", j.Name, err))
+				}
+				t := t0
+				for range n {
+					if t = sc.Next(t); t.IsZero() {
+						break
+					}
+					out = append(out, nextSlot{Job: j.Name, Slot: t.UTC().Format(time.RFC3339Nano),
+						SlotMs: t.UnixMilli(), Local: t.In(j.Location).Format(time.RFC3339Nano)})
+				}
+			}
+			if asJSON {
+				enc := json.NewEncoder(env.Stdout)
+				for _, s := range out {
+					if err := enc.Encode(s); err != nil {
+						return runtimeError(err)
+					}
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "JOB\tLOCAL\tUTC")
+			for _, s := range out {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Job, s.Local, s.Slot)
+			}
+			return tw.Flush()
+		},
+	}
+	cf.register(c, env)
+	c.Flags().StringVar(&job, "job", "", "only this job")
+	c.Flags().IntVarP(&n, "count", "n", 5, "slots per job")
+	c.Flags().StringVar(&from, "from", "", "start after this time (RFC 3339; default now)")
+	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per slot: job, slot, slot_ms, local")
+	return c
+}
+
+// selectJobs returns every job, or the one named (a usage error if unknown).
+func selectJobs(cfg *config.Config, name string) ([]config.Job, error) {
+	if name == "" {
+		return cfg.Jobs, nil
+	}
+	for _, j := range cfg.Jobs {
+		if j.Name == name {
+			return []config.Job{j}, nil
+		}
+	}
+	return nil, usageError(fmt.Errorf("--job %q: no such job in %s", name, cfg.File))
+}
+
+func newStatusCmd(env Env) *cobra.Command {
+	var (
+		cf     configFlags
+		job    string
+		limit  int
+		asJSON bool
+	)
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Show recent runs read from the store: what ran where",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := cf.load(env)
+			if err != nil {
+				return err
+			}
+			if limit <= 0 {
+				return usageError(fmt.Errorf("--limit %d: want a positive count", limit))
+			}
+			ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
+			defer cancel()
+			b, err := claim.Open(ctx, claim.OpenParams{Config: cfg, Log: zap.NewNop()})
+			if err != nil {
+				return runtimeError(err)
+			}
+			defer b.Close()
+			runs, err := b.ListRuns(ctx, claim.ListQuery{Job: job, Limit: limit})
+			if err != nil {
+				return runtimeError(fmt.Errorf("list runs: %w", err))
+			}
+			if asJSON {
+				err = status.WriteJSON(env.Stdout, runs)
+			} else {
+				err = status.WriteTable(env.Stdout, runs)
+			}
+			if err != nil {
+				return runtimeError(err)
+			}
+			return nil
+		},
+	}
+	cf.register(c, env)
+	c.Flags().StringVar(&job, "job", "", "only this job")
+	c.Flags().IntVar(&limit, "limit", 20, "at most this many runs, newest slot first")
+	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per run")
+	return c
+}

@@ -1,0 +1,916 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/anarchon/anarchon/internal/schedule"
+)
+
+// Built-in defaults (SPEC §6).
+const (
+	defaultNamespace       = "cron"
+	defaultShutdownGraceMs = 30000
+	defaultLogLevel        = "info"
+	defaultLogFormat       = "auto"
+	defaultBackendType     = "sqlite"
+	defaultRetention       = 168 * time.Hour
+	defaultSQLitePath      = "/var/lib/anarchon/anarchon.db"
+	defaultBusyTimeoutMs   = 5000
+	defaultPostgresTable   = "anarchon_runs"
+	defaultRedisURL        = "redis://127.0.0.1:6379/0"
+	defaultRedisStrategy   = "lease"
+	defaultDurationSec     = 3600
+	defaultWindowMs        = 3600000
+	defaultRabbitMQURL     = "amqp://guest:guest@127.0.0.1:5672/"
+	defaultSlotTTLMs       = 3600000
+	defaultNATSURL         = "nats://127.0.0.1:4222"
+	defaultNATSStream      = "ANARCHON"
+	defaultDupWindowMs     = 3600000
+
+	defaultTimezone        = "UTC"
+	defaultMaxLateMs       = 60000
+	defaultLeaseMs         = 30000
+	defaultMaxAttempts     = 3
+	defaultOverlap         = "skip"
+	defaultTimeout         = time.Hour
+	defaultKillGraceMs     = 10000
+	defaultShell           = "/bin/sh"
+	defaultOutputTailBytes = 4096
+)
+
+// Limits.
+const (
+	// IDMPMaxSize is the IDMP-MAXSIZE the redis idmp strategy sets: Redis
+	// keeps at most this many idempotency keys per producer (per job).
+	IDMPMaxSize = 10000
+	// MaxDurationSec is the largest IDMP-DURATION Redis accepts.
+	MaxDurationSec = 86400
+	// MaxOutputTailBytes bounds outputTailBytes.
+	MaxOutputTailBytes = 1 << 20
+	// retentionFactor: a claim-only backend's retention must be at least
+	// retentionFactor times maxLate. A late instance claims a slot up to
+	// maxLate after it (by its own clock, which may be skewed, and after a
+	// pause); the store must still remember the slot then, or the late claim
+	// wins a second time. Twice maxLate leaves as much again for clock skew
+	// and pauses.
+	retentionFactor = 2
+	// maxMs is the largest millisecond count that fits a time.Duration.
+	maxMs = math.MaxInt64 / int64(time.Millisecond)
+)
+
+var (
+	namePattern  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	tablePattern = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]{0,47}\.)?[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+
+	backendTypes   = []string{"sqlite", "postgres", "redis", "rabbitmq", "nats"}
+	redisStrategy  = []string{"lease", "stream-id", "idmp", "script", "auto"}
+	logLevels      = []string{"debug", "info", "warn", "error"}
+	logFormats     = []string{"auto", "console", "json"}
+	overlapChoices = []string{"skip", "allow"}
+
+	// jobReservedEnv are set by the daemon for every run (SPEC §6); a job's
+	// env may not set them.
+	jobReservedEnv = []string{"ANARCHON_JOB", "ANARCHON_SLOT", "ANARCHON_SLOT_MS", "ANARCHON_ATTEMPT", "ANARCHON_TOKEN", "ANARCHON_INSTANCE"}
+)
+
+// setting is a resolved value and where it came from.
+type setting[T any] struct {
+	val T
+	at  *value // nil: the built-in default
+}
+
+func def[T any](v T) setting[T] { return setting[T]{val: v} }
+
+// jobLevel reports whether the job itself set it.
+func (s setting[T]) jobLevel() bool { return s.at != nil && s.at.jobLevel }
+
+// origin says where s came from, for a message about another setting.
+func (s setting[T]) origin() string {
+	switch {
+	case s.at == nil:
+		return "built-in default"
+	case s.at.env != "":
+		return "env " + s.at.env
+	case s.at.line > 0:
+		return fmt.Sprintf("%s, line %d", s.at.field, s.at.line)
+	}
+	return s.at.field
+}
+
+// get resolves the setting key of vals: the written value if it converts and
+// passes check, else (after reporting the problem) dflt.
+func get[T any](p *parser, vals map[string]*value, key string, dflt setting[T], conv func(*value) (T, bool), check func(T) string) setting[T] {
+	v := vals[key]
+	if v == nil {
+		return dflt
+	}
+	x, ok := conv(v)
+	if !ok {
+		return dflt
+	}
+	if check != nil {
+		if msg := check(x); msg != "" {
+			p.errorf(v, "%s", msg)
+			return dflt
+		}
+	}
+	return setting[T]{x, v}
+}
+
+// ---- typing ----
+
+func (p *parser) asString(v *value) (string, bool) {
+	s := v.text
+	if v.env == "" {
+		n := v.node
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+			hint := ""
+			if n.Kind == yaml.ScalarNode && !v.secret {
+				hint = fmt.Sprintf("; write %q in quotes if it is meant as text", n.Value)
+			}
+			p.errorf(v, "must be a string, not %s%s", describe(n), hint)
+			return "", false
+		}
+		s = n.Value
+	}
+	if strings.ContainsRune(s, 0) {
+		p.errorf(v, "must not contain a NUL character")
+		return "", false
+	}
+	return s, true
+}
+
+// unitOf names the unit of an integer setting from its key's suffix.
+func unitOf(field string) string {
+	switch {
+	case strings.HasSuffix(field, "Ms"):
+		return " (milliseconds)"
+	case strings.HasSuffix(field, "Sec"):
+		return " (seconds)"
+	case strings.HasSuffix(field, "Bytes"):
+		return " (bytes)"
+	}
+	return ""
+}
+
+func (p *parser) asInt(v *value) (int64, bool) {
+	if v.env != "" {
+		i, err := strconv.ParseInt(v.text, 10, 64)
+		if err != nil {
+			p.errorf(v, "must be an integer%s, not %q", unitOf(v.field), v.text)
+			return 0, false
+		}
+		return i, true
+	}
+	n := v.node
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		hint := ""
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+			if _, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+				hint = "; write it without quotes"
+			} else if _, err := time.ParseDuration(n.Value); err == nil && strings.HasSuffix(v.field, "Ms") {
+				hint = "; this key takes a number of milliseconds, not a duration"
+			} else {
+				hint = fmt.Sprintf(" (%q)", n.Value)
+			}
+		}
+		p.errorf(v, "must be an integer%s, not %s%s", unitOf(v.field), describe(n), hint)
+		return 0, false
+	}
+	var i int64
+	if err := n.Decode(&i); err != nil {
+		p.errorf(v, "integer %s is out of range", n.Value)
+		return 0, false
+	}
+	return i, true
+}
+
+const durationHint = `a Go duration such as "90s", "5m" or "1h30m"`
+
+func (p *parser) asDuration(v *value) (time.Duration, bool) {
+	s := v.text
+	if v.env == "" {
+		n := v.node
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+			p.errorf(v, "must be %s, not %s", durationHint, describe(n))
+			return 0, false
+		}
+		s = n.Value
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		p.errorf(v, "bad duration %q: must be %s", s, durationHint)
+		return 0, false
+	}
+	return d, true
+}
+
+// asStrings reads a list of scalars (args). Numbers and booleans are taken as
+// written: args: [sleep, 30] is "sleep", "30".
+func (p *parser) asStrings(v *value) ([]string, bool) {
+	n := v.node
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(v, "must be a list of strings, not %s", describe(n))
+		return nil, false
+	}
+	out := make([]string, 0, len(n.Content))
+	ok := true
+	for i, it := range n.Content {
+		r := resolve(it)
+		field := fmt.Sprintf("%s[%d]", v.field, i)
+		switch {
+		case r == nil || r.Kind != yaml.ScalarNode || isNull(r):
+			p.errNode(it, v.job, field, "must be a string, not %s", describe(it))
+			ok = false
+		case strings.ContainsRune(r.Value, 0):
+			p.errNode(it, v.job, field, "must not contain a NUL character")
+			ok = false
+		default:
+			out = append(out, r.Value)
+		}
+	}
+	return out, ok
+}
+
+// asStringMap reads a mapping of environment variables (env). Numbers and
+// booleans are taken as written: MODE: 1 is "1".
+func (p *parser) asStringMap(v *value) (map[string]string, bool) {
+	n := v.node
+	if n.Kind != yaml.MappingNode {
+		p.errorf(v, "must be a mapping of variable names to values, not %s", describe(n))
+		return nil, false
+	}
+	out := map[string]string{}
+	ok := true
+	for _, pr := range p.pairs(n, v.field, v.job, 0) {
+		k := resolve(pr.k).Value
+		field := v.field + "." + k
+		r := resolve(pr.v)
+		switch {
+		case !envNameRE.MatchString(k):
+			p.errNode(pr.k, v.job, field, "bad variable name %q: use letters, digits and _, not starting with a digit", k)
+			ok = false
+		case slices.Contains(jobReservedEnv, k):
+			p.errNode(pr.k, v.job, field, "%s is set by the daemon for every run and cannot be set here", k)
+			ok = false
+		case r == nil || r.Kind != yaml.ScalarNode || isNull(r):
+			p.errNode(pr.v, v.job, field, "must be a string, not %s (write \"\" for an empty value)", describe(pr.v))
+			ok = false
+		case strings.ContainsRune(r.Value, 0):
+			p.errNode(pr.v, v.job, field, "must not contain a NUL character")
+			ok = false
+		default:
+			out[k] = r.Value
+		}
+	}
+	return out, ok
+}
+
+// ---- checks: each returns "" or the problem ----
+
+func oneOf(choices []string) func(string) string {
+	return func(s string) string {
+		if slices.Contains(choices, s) {
+			return ""
+		}
+		return fmt.Sprintf("must be one of %s; not %q", strings.Join(choices, ", "), s)
+	}
+}
+
+func notEmpty(s string) string {
+	if s == "" {
+		return "must not be empty"
+	}
+	return ""
+}
+
+func matches(re *regexp.Regexp, what string) func(string) string {
+	return func(s string) string {
+		if re.MatchString(s) {
+			return ""
+		}
+		return fmt.Sprintf("bad %s %q: must be %s", what, s, humanPattern(re))
+	}
+}
+
+func humanPattern(re *regexp.Regexp) string {
+	switch re {
+	case namePattern:
+		return "1 to 64 letters, digits, _ or -"
+	case tablePattern:
+		return "a table name of letters, digits and _ (at most 48), not starting with a digit, optionally schema-qualified (schema.table)"
+	}
+	return "like " + re.String()
+}
+
+// ms checks a millisecond (or plain) count: at least lo and small enough to
+// be a time.Duration.
+func ms(lo int64) func(int64) string {
+	return func(x int64) string {
+		switch {
+		case x < lo && lo == 0:
+			return fmt.Sprintf("must be 0 or more, not %d", x)
+		case x < lo && lo == 1:
+			return fmt.Sprintf("must be greater than 0, not %d", x)
+		case x < lo:
+			return fmt.Sprintf("must be at least %d, not %d", lo, x)
+		case x > maxMs:
+			return fmt.Sprintf("%d is too large (at most %d)", x, maxMs)
+		}
+		return ""
+	}
+}
+
+func intRange(lo, hi int64) func(int64) string {
+	return func(x int64) string {
+		if x < lo || x > hi {
+			return fmt.Sprintf("must be between %d and %d, not %d", lo, hi, x)
+		}
+		return ""
+	}
+}
+
+func positiveDuration(d time.Duration) string {
+	if d <= 0 {
+		return fmt.Sprintf("must be greater than 0, not %s", d)
+	}
+	return ""
+}
+
+func checkInstance(s string) string {
+	if len(s) > 255 {
+		return "must be at most 255 bytes"
+	}
+	if strings.IndexFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return fmt.Sprintf("bad instance id %q: must not contain white space or control characters", s)
+	}
+	return ""
+}
+
+// checkURL checks a store URL without ever quoting it (it may hold a
+// password).
+func checkURL(schemes ...string) func(string) string {
+	return func(raw string) string {
+		if raw == "" {
+			return "must not be empty"
+		}
+		for _, one := range strings.Split(raw, ",") {
+			if msg := checkOneURL(strings.TrimSpace(one), schemes); msg != "" {
+				if strings.Contains(raw, ",") {
+					return "one of the URLs " + msg
+				}
+				return msg
+			}
+		}
+		return ""
+	}
+}
+
+func checkOneURL(raw string, schemes []string) string {
+	want := strings.Join(schemes, "://, ") + "://"
+	u, err := url.Parse(raw)
+	if err != nil {
+		reason := "cannot be parsed"
+		if ue, ok := err.(*url.Error); ok {
+			reason = Redact(ue.Err.Error())
+		}
+		return fmt.Sprintf("is not a valid URL (%s); expected %s...", reason, want)
+	}
+	if !slices.Contains(schemes, u.Scheme) {
+		if u.Scheme == "" {
+			return fmt.Sprintf("must start with %s", want)
+		}
+		return fmt.Sprintf("must start with %s, not %s://", want, u.Scheme)
+	}
+	if u.Host == "" && u.Scheme != "unix" {
+		return "has no host"
+	}
+	return ""
+}
+
+// checkDSN accepts a postgres:// or postgresql:// URL or a key=value
+// connection string, without ever quoting it.
+func checkDSN(dsn string) string {
+	if strings.TrimSpace(dsn) == "" {
+		return "must not be empty"
+	}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return checkOneURL(dsn, []string{"postgres", "postgresql"})
+	}
+	if !strings.Contains(dsn, "=") {
+		return "must be a postgres:// URL or a key=value connection string (host=... dbname=...)"
+	}
+	return ""
+}
+
+// location resolves a time zone name; slots must be the same on every host,
+// so "Local" (each host's own zone) is refused.
+func (p *parser) location(name string) (*time.Location, string) {
+	if loc, ok := p.locs[name]; ok {
+		return loc, ""
+	}
+	switch name {
+	case "":
+		return nil, "must not be empty (UTC, Europe/Athens, America/New_York, ...)"
+	case "Local":
+		return nil, `"Local" is each host's own zone, and every instance must compute the same slots: name the zone (UTC, Europe/Athens, ...)`
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Sprintf("unknown time zone %q (an IANA name such as UTC, Europe/Athens, America/New_York)", name)
+	}
+	p.locs[name] = loc
+	return loc, ""
+}
+
+// ---- resolution ----
+
+// policy is the part of a job that defaults can give: the keys of defaults.
+type policy struct {
+	timezone     setting[string]
+	loc          *time.Location
+	badZone      bool
+	maxLate      setting[int64]
+	lease        setting[int64]
+	heartbeat    setting[int64]
+	heartbeatSet bool // false: leaseMs / 3
+	maxAttempts  setting[int64]
+	overlap      setting[string]
+	timeout      setting[time.Duration]
+	killGrace    setting[int64]
+	shell        setting[string]
+	outputTail   setting[int64]
+}
+
+func builtinPolicy() policy {
+	return policy{
+		timezone:    def(defaultTimezone),
+		loc:         time.UTC,
+		maxLate:     def[int64](defaultMaxLateMs),
+		lease:       def[int64](defaultLeaseMs),
+		maxAttempts: def[int64](defaultMaxAttempts),
+		overlap:     def(defaultOverlap),
+		timeout:     def(defaultTimeout),
+		killGrace:   def[int64](defaultKillGraceMs),
+		shell:       def(defaultShell),
+		outputTail:  def[int64](defaultOutputTailBytes),
+	}
+}
+
+// resolvePolicy applies the keys of vals (with prefix: "defaults." or "" for
+// a job) over base.
+func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base policy) policy {
+	pol := base
+	pol.timezone = get(p, vals, prefix+"timezone", base.timezone, p.asString, func(s string) string {
+		_, msg := p.location(s)
+		return msg
+	})
+	if v := vals[prefix+"timezone"]; v != nil {
+		pol.badZone = pol.timezone.at != v
+	}
+	if loc, _ := p.location(pol.timezone.val); loc != nil {
+		pol.loc = loc
+	}
+	pol.maxLate = get(p, vals, prefix+"maxLateMs", base.maxLate, p.asInt, ms(0))
+	pol.lease = get(p, vals, prefix+"leaseMs", base.lease, p.asInt, ms(1))
+	if hb := get(p, vals, prefix+"heartbeatMs", setting[int64]{}, p.asInt, ms(1)); hb.at != nil {
+		pol.heartbeat, pol.heartbeatSet = hb, true
+	}
+	pol.maxAttempts = get(p, vals, prefix+"maxAttempts", base.maxAttempts, p.asInt, intRange(1, math.MaxInt32))
+	pol.overlap = get(p, vals, prefix+"overlap", base.overlap, p.asString, oneOf(overlapChoices))
+	pol.timeout = get(p, vals, prefix+"timeout", base.timeout, p.asDuration, positiveDuration)
+	pol.killGrace = get(p, vals, prefix+"killGraceMs", base.killGrace, p.asInt, ms(0))
+	pol.shell = get(p, vals, prefix+"shell", base.shell, p.asString, notEmpty)
+	pol.outputTail = get(p, vals, prefix+"outputTailBytes", base.outputTail, p.asInt, intRange(0, MaxOutputTailBytes))
+	return pol
+}
+
+// heartbeatOf checks heartbeat against lease and returns the heartbeat in
+// ms. For a job (inJob), a problem made only of inherited values is not
+// reported again: it was reported at defaults.
+func (p *parser) heartbeatOf(pol policy, inJob bool) int64 {
+	lease := pol.lease.val
+	if !pol.heartbeatSet {
+		hb := lease / 3
+		if hb <= 0 && (!inJob || pol.lease.jobLevel()) {
+			p.errorf(pol.lease.at, "leaseMs %d is too short: the default heartbeatMs (leaseMs/3) would be 0", lease)
+		}
+		return hb
+	}
+	hb := pol.heartbeat.val
+	if inJob && !pol.heartbeat.jobLevel() && !pol.lease.jobLevel() {
+		return hb
+	}
+	if hb >= lease {
+		hbDesc, leaseDesc := fmt.Sprintf("heartbeatMs %d", hb), fmt.Sprintf("leaseMs %d", lease)
+		at := pol.heartbeat.at
+		if inJob && !pol.heartbeat.jobLevel() {
+			at = pol.lease.at
+			hbDesc += " (from " + pol.heartbeat.origin() + ")"
+		} else {
+			leaseDesc += " (from " + pol.lease.origin() + ")"
+		}
+		p.errorf(at, "%s must be less than %s: the lease must be renewed before it runs out", hbDesc, leaseDesc)
+	} else if hb*2 > lease {
+		p.warnAt(pol.heartbeat.at, "heartbeatMs %d is more than half of leaseMs %d: one late renewal lets the lease run out", hb, lease)
+	}
+	return hb
+}
+
+// warnAt records a warning formatted like an Error at v.
+func (p *parser) warnAt(v *value, format string, args ...any) {
+	e := &Error{File: p.file, Msg: fmt.Sprintf(format, args...)}
+	if v != nil {
+		e.Line, e.Column, e.Env, e.Job, e.Field = v.line, v.col, v.env, v.job, v.field
+	}
+	p.warns = append(p.warns, e.Error())
+}
+
+// jobInfo keeps what the cross-job checks need.
+type jobInfo struct {
+	name     string
+	pol      policy
+	sched    schedule.Schedule
+	schedVal *value
+}
+
+// resolve builds the Config from the collected settings, reporting every
+// problem.
+func (p *parser) resolve() *Config {
+	cfg := &Config{File: p.file}
+	vals := p.vals
+	str := func(path, dflt string, check func(string) string) setting[string] {
+		return get(p, vals, path, def(dflt), p.asString, check)
+	}
+	integer := func(path string, dflt int64, check func(int64) string) setting[int64] {
+		return get(p, vals, path, def(dflt), p.asInt, check)
+	}
+
+	inst := str("instance", "", checkInstance)
+	cfg.Instance = inst.val
+	cfg.Namespace = str("namespace", defaultNamespace, matches(namePattern, "namespace")).val
+	cfg.ShutdownGrace = time.Duration(integer("shutdownGraceMs", defaultShutdownGraceMs, ms(0)).val) * time.Millisecond
+	cfg.Log.Level = str("log.level", defaultLogLevel, oneOf(logLevels)).val
+	cfg.Log.Format = str("log.format", defaultLogFormat, oneOf(logFormats)).val
+
+	// Backend.
+	b := &cfg.Backend
+	typ := str("backend.type", defaultBackendType, oneOf(backendTypes))
+	b.Type = typ.val
+	retention := get(p, vals, "backend.retention", def(defaultRetention), p.asDuration, positiveDuration)
+	b.Retention = retention.val
+	b.SQLite.Path = str("backend.sqlite.path", defaultSQLitePath, notEmpty).val
+	b.SQLite.BusyTimeout = time.Duration(integer("backend.sqlite.busyTimeoutMs", defaultBusyTimeoutMs, ms(0)).val) * time.Millisecond
+	b.Postgres.DSN = str("backend.postgres.dsn", "", checkDSN).val
+	b.Postgres.Table = str("backend.postgres.table", defaultPostgresTable, matches(tablePattern, "table name")).val
+	b.Postgres.PasswordFile = str("backend.postgres.passwordFile", "", notEmpty).val
+	b.Redis.URL = str("backend.redis.url", defaultRedisURL, checkURL("redis", "rediss", "unix")).val
+	strategy := str("backend.redis.strategy", defaultRedisStrategy, oneOf(redisStrategy))
+	b.Redis.Strategy = strategy.val
+	b.Redis.PasswordFile = str("backend.redis.passwordFile", "", notEmpty).val
+	durationSec := integer("backend.redis.strategyOptions.durationSec", defaultDurationSec, intRange(1, MaxDurationSec))
+	b.Redis.DurationSec = int(durationSec.val)
+	windowMs := integer("backend.redis.strategyOptions.windowMs", defaultWindowMs, ms(1))
+	b.Redis.WindowMs = windowMs.val
+	b.RabbitMQ.URL = str("backend.rabbitmq.url", defaultRabbitMQURL, checkURL("amqp", "amqps")).val
+	slotTTL := integer("backend.rabbitmq.slotTtlMs", defaultSlotTTLMs, ms(1))
+	b.RabbitMQ.SlotTTLMs = slotTTL.val
+	b.NATS.URL = str("backend.nats.url", defaultNATSURL, checkURL("nats", "tls", "ws", "wss")).val
+	b.NATS.Stream = str("backend.nats.stream", defaultNATSStream, matches(namePattern, "stream name")).val
+	dupWindow := integer("backend.nats.duplicateWindowMs", defaultDupWindowMs, ms(1))
+	b.NATS.DuplicateWindowMs = dupWindow.val
+	if b.Type == "postgres" && vals["backend.postgres.dsn"] == nil {
+		p.errAt(&Error{Line: lineOf(typ.at), Column: colOf(typ.at), Env: envOf(typ.at), Field: "backend.postgres.dsn",
+			Msg: "required when backend.type is postgres (a postgres:// URL or a key=value connection string)"})
+	}
+
+	// Defaults, then jobs.
+	defaults := p.resolvePolicy(vals, "defaults.", builtinPolicy())
+	p.heartbeatOf(defaults, false)
+	var infos []jobInfo
+	names := map[string]*value{}
+	for _, rj := range p.jobs {
+		j, info := p.resolveJob(rj, defaults, names)
+		cfg.Jobs = append(cfg.Jobs, j)
+		infos = append(infos, info)
+	}
+	if len(p.jobs) == 0 {
+		p.warnf("%s: no jobs: the daemon will run but do nothing", p.file)
+	}
+
+	p.checkRetention(retention, infos)
+	p.checkClaimOnly(b, typ, strategy, durationSec, windowMs, slotTTL, dupWindow, infos)
+
+	if cfg.Instance == "" {
+		cfg.Instance = p.defaultInstance()
+	}
+	cfg.Warnings = p.warns
+	return cfg
+}
+
+func lineOf(v *value) int {
+	if v == nil {
+		return 0
+	}
+	return v.line
+}
+
+func colOf(v *value) int {
+	if v == nil {
+		return 0
+	}
+	return v.col
+}
+
+func envOf(v *value) string {
+	if v == nil {
+		return ""
+	}
+	return v.env
+}
+
+// resolveJob checks one job and merges defaults into it.
+func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value) (Job, jobInfo) {
+	vals := rj.vals
+	field := fmt.Sprintf("jobs[%d]", rj.index)
+	here := &value{field: field, job: rj.name, jobLevel: true, line: rj.line, col: rj.col}
+	missing := func(key, msg string) {
+		p.errorf(&value{field: field + "." + key, job: rj.name, line: rj.line, col: rj.col}, "%s", msg)
+	}
+	str := func(key string, check func(string) string) setting[string] {
+		return get(p, vals, key, setting[string]{}, p.asString, check)
+	}
+
+	j := Job{Index: rj.index, Line: rj.line}
+	name := str("name", matches(namePattern, "job name"))
+	j.Name = name.val
+	switch {
+	case vals["name"] == nil:
+		missing("name", "missing name: every job needs a name (1 to 64 letters, digits, _ or -)")
+	case name.at != nil:
+		if first, dup := names[name.val]; dup {
+			p.errorf(name.at, "duplicate job name %q (first defined at line %d)", name.val, first.line)
+		} else {
+			names[name.val] = name.at
+		}
+	}
+
+	pol := p.resolvePolicy(vals, "", defaults)
+	j.Timezone = pol.timezone.val
+	j.Location = pol.loc
+	j.MaxLate = time.Duration(pol.maxLate.val) * time.Millisecond
+	j.Lease = time.Duration(pol.lease.val) * time.Millisecond
+	j.Heartbeat = time.Duration(p.heartbeatOf(pol, true)) * time.Millisecond
+	j.MaxAttempts = int(pol.maxAttempts.val)
+	j.Overlap = pol.overlap.val
+	j.Timeout = pol.timeout.val
+	j.KillGrace = time.Duration(pol.killGrace.val) * time.Millisecond
+	j.Shell = pol.shell.val
+	j.OutputTailBytes = int(pol.outputTail.val)
+
+	info := jobInfo{name: rj.name, pol: pol}
+	sched := str("schedule", func(s string) string {
+		if strings.TrimSpace(s) == "" {
+			return "must not be empty"
+		}
+		return ""
+	})
+	j.Schedule = sched.val
+	switch {
+	case vals["schedule"] == nil:
+		missing("schedule", `missing schedule: a cron expression ("*/5 * * * *", "*/10 * * * * *", "@hourly", "@every 90s")`)
+	case sched.at != nil:
+		s, err := parseSchedule(sched.val, pol.loc)
+		if err != nil {
+			p.errorf(sched.at, "%s", err)
+		} else {
+			info.sched, info.schedVal = s, sched.at
+		}
+	}
+
+	cmd := str("command", notEmpty)
+	j.Command = cmd.val
+	args := get(p, vals, "args", setting[[]string]{}, p.asStrings, func(a []string) string {
+		switch {
+		case len(a) == 0:
+			return "must not be empty: the first element is the program"
+		case a[0] == "":
+			return "the first element (the program) must not be empty"
+		}
+		return ""
+	})
+	j.Args = args.val
+	cv, av := vals["command"], vals["args"]
+	switch {
+	case cv != nil && av != nil:
+		later := av
+		if cv.line > av.line {
+			later = cv
+		}
+		p.errorf(later, "set either command (run by the shell) or args (run directly), not both")
+	case cv == nil && av == nil:
+		p.errorf(here, "missing command: set command (run by the shell) or args (run directly)")
+	}
+
+	j.Env = get(p, vals, "env", setting[map[string]string]{}, p.asStringMap, nil).val
+	j.Workdir = str("workdir", notEmpty).val
+	j.User = str("user", notEmpty).val
+	return j, info
+}
+
+// parseSchedule is schedule.Parse, with a panic turned into an error so that
+// Parse never panics.
+func parseSchedule(expr string, loc *time.Location) (s schedule.Schedule, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("bad schedule %q: internal error in the schedule parser (please report): %v", expr, r)
+		}
+	}()
+	return schedule.Parse(expr, loc)
+}
+
+// checkRetention: backend.retention prunes finished runs by slot age, so it
+// must cover the largest maxLate, or a late claim would find its run gone and
+// run it again.
+func (p *parser) checkRetention(retention setting[time.Duration], infos []jobInfo) {
+	var worst *jobInfo
+	for i := range infos {
+		if worst == nil || infos[i].pol.maxLate.val > worst.pol.maxLate.val {
+			worst = &infos[i]
+		}
+	}
+	if worst == nil {
+		return
+	}
+	maxLate := time.Duration(worst.pol.maxLate.val) * time.Millisecond
+	if retention.val >= maxLate {
+		return
+	}
+	if retention.at != nil {
+		p.errorf(retention.at, "retention %s must be at least the largest maxLateMs (%d, job %q, from %s): a late claim must still find its run",
+			retention.val, worst.pol.maxLate.val, worst.name, worst.pol.maxLate.origin())
+		return
+	}
+	p.errorf(worst.pol.maxLate.at, "maxLateMs %d is longer than backend.retention (%s, the built-in default): raise backend.retention to at least %s",
+		worst.pol.maxLate.val, retention.val, maxLate)
+}
+
+// limit is the memory of a claim-only backend.
+type limit struct {
+	desc string // "backend.redis.strategyOptions.windowMs (3600000)"
+	ms   int64
+	at   *value
+}
+
+// checkClaimOnly applies SPEC §2 to the backends whose memory of a claim
+// expires: each job's maxLate must be at most 1/retentionFactor of it. For the
+// redis idmp strategy it also checks IDMP-MAXSIZE.
+func (p *parser) checkClaimOnly(b *Backend, typ, strategy setting[string], durationSec, windowMs, slotTTL, dupWindow setting[int64], infos []jobInfo) {
+	var limits []limit
+	idmp := false
+	switch b.Type {
+	case "redis":
+		switch b.Redis.Strategy {
+		case "idmp", "auto":
+			idmp = true
+			limits = append(limits, limit{fmt.Sprintf("backend.redis.strategyOptions.durationSec (%d s)", durationSec.val), durationSec.val * 1000, durationSec.at})
+			if b.Redis.Strategy == "idmp" {
+				break
+			}
+			fallthrough
+		case "script":
+			limits = append(limits, limit{fmt.Sprintf("backend.redis.strategyOptions.windowMs (%d)", windowMs.val), windowMs.val, windowMs.at})
+		}
+	case "rabbitmq":
+		limits = append(limits, limit{fmt.Sprintf("backend.rabbitmq.slotTtlMs (%d)", slotTTL.val), slotTTL.val, slotTTL.at})
+	case "nats":
+		limits = append(limits, limit{fmt.Sprintf("backend.nats.duplicateWindowMs (%d)", dupWindow.val), dupWindow.val, dupWindow.at})
+	}
+	const why = "retention must exceed maxLate + clock skew + the longest pause"
+	for _, lim := range limits {
+		// Problems made by one inherited maxLate are reported once, at it.
+		type group struct {
+			at   *value
+			val  int64
+			jobs []string
+		}
+		var groups []*group
+		byAt := map[*value]*group{}
+		for _, in := range infos {
+			ml := in.pol.maxLate
+			if ml.val*retentionFactor <= lim.ms {
+				continue
+			}
+			if ml.jobLevel() {
+				p.errorf(ml.at, "maxLateMs %d must be at most half of %s: %s", ml.val, lim.desc, why)
+				continue
+			}
+			g := byAt[ml.at]
+			if g == nil {
+				g = &group{at: ml.at, val: ml.val}
+				byAt[ml.at] = g
+				groups = append(groups, g)
+			}
+			g.jobs = append(g.jobs, in.name)
+		}
+		for _, g := range groups {
+			jobs := jobList(g.jobs)
+			if g.at != nil {
+				p.errorf(g.at, "maxLateMs %d must be at most half of %s: %s (%s)", g.val, lim.desc, why, jobs)
+				continue
+			}
+			at := lim.at
+			if at == nil {
+				at = typ.at
+			}
+			p.errorf(at, "the built-in maxLateMs %d must be at most half of %s: %s (%s); lower defaults.maxLateMs or raise the retention", g.val, lim.desc, why, jobs)
+		}
+	}
+	if !idmp {
+		return
+	}
+	window := time.Duration(durationSec.val) * time.Second
+	auto := ""
+	if b.Redis.Strategy == "auto" {
+		auto = " (strategy auto uses idmp on servers that have it)"
+	}
+	for _, in := range infos {
+		if in.sched == nil || in.pol.badZone {
+			continue
+		}
+		if n, at := maxSlotsWithin(in.sched, window, IDMPMaxSize); n > IDMPMaxSize {
+			p.errorf(in.schedVal, "more than %d slots within backend.redis.strategyOptions.durationSec (%d s, e.g. the window ending %s): the idmp strategy%s remembers at most %d claims per job (IDMP-MAXSIZE) and would forget slots early; lower durationSec, or use strategy script or lease",
+				IDMPMaxSize, durationSec.val, at.UTC().Format(time.RFC3339), auto, IDMPMaxSize)
+		}
+	}
+}
+
+func jobList(names []string) string {
+	const show = 5
+	quoted := make([]string, 0, show)
+	for i, n := range names {
+		if i == show {
+			break
+		}
+		quoted = append(quoted, strconv.Quote(n))
+	}
+	s := "jobs " + strings.Join(quoted, ", ")
+	if len(names) == 1 {
+		s = "job " + quoted[0]
+	}
+	if len(names) > show {
+		s += fmt.Sprintf(" and %d more", len(names)-show)
+	}
+	return s
+}
+
+// idmpProbeFrom and idmpProbeSpan fix the stretch of time in which
+// maxSlotsWithin looks for the densest window. Nine days from Saturday
+// 2026-10-24 include every weekday, the end and the start of a month and the
+// fall-back days of the EU (2026-10-25) and the US (2026-11-01), when
+// elapsed-time schedules have an extra hour of slots.
+var (
+	idmpProbeFrom = time.Date(2026, 10, 24, 0, 0, 0, 0, time.UTC)
+	idmpProbeSpan = 9 * 24 * time.Hour
+)
+
+// maxSlotsWithin returns the largest number of slots of s in a window of
+// length w (from < slot <= from+w) found in the probe stretch, stopping as
+// soon as it exceeds limit; and the end of the window where it found it.
+func maxSlotsWithin(s schedule.Schedule, w time.Duration, limit int) (int, time.Time) {
+	end := idmpProbeFrom.Add(idmpProbeSpan)
+	// Few slots in the whole stretch: no window can hold more.
+	if len(schedule.Between(s, idmpProbeFrom, end, limit+1)) <= limit {
+		return 0, time.Time{}
+	}
+	var q []time.Time // slots of the current window, oldest first
+	best, bestAt := 0, time.Time{}
+	for t := idmpProbeFrom; ; {
+		next := s.Next(t)
+		if next.IsZero() || next.After(end) || !next.After(t) {
+			break
+		}
+		t = next
+		for len(q) > 0 && !q[0].After(next.Add(-w)) {
+			q = q[1:]
+		}
+		q = append(q, next)
+		if len(q) > best {
+			best, bestAt = len(q), next
+			if best > limit {
+				break
+			}
+		}
+	}
+	return best, bestAt
+}

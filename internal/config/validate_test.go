@@ -1,0 +1,394 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// errorCases are invalid crontabs and their problems, "place:field:substring"
+// (place: the line, 0 for none, or the ANARCHON_* variable). They also seed
+// FuzzParse.
+var errorCases = []struct {
+	name string
+	yaml string
+	env  []string
+	want []string
+}{
+	// ---- structure ----
+	{name: "malformed yaml", yaml: "jobs:\n  - name: a\n   schedule: x\n",
+		want: []string{"2::invalid YAML: did not find expected '-' indicator (in the block that starts on this line)"}},
+	{name: "malformed yaml, scanner", yaml: "jobs:\n  - name: a\n    command: x: y\n",
+		want: []string{"3::invalid YAML: mapping values are not allowed in this context"}},
+	{name: "unclosed flow mapping", yaml: "namespace: a\nlog: {level: info\njobs: []\n",
+		want: []string{"2::invalid YAML: did not find expected ',' or '}'"}},
+	{name: "unknown anchor", yaml: "namespace: *nope\n",
+		want: []string{"0::invalid YAML: unknown anchor 'nope' referenced"}},
+	{name: "tab indentation", yaml: "jobs:\n\t- name: a\n",
+		want: []string{"2::invalid YAML: found character that cannot start any token"}},
+	{name: "two documents", yaml: "namespace: a\n---\nnamespace: b\n",
+		want: []string{"2::more than one YAML document"}},
+	{name: "root is a list", yaml: "- a\n- b\n",
+		want: []string{"1::the crontab must be a mapping"}},
+	{name: "root is a scalar", yaml: "hello\n",
+		want: []string{"1::the crontab must be a mapping"}},
+	{name: "unknown top-level key with suggestion", yaml: "namspace: x\n",
+		want: []string{`1:namspace:unknown key "namspace" (did you mean "namespace"?)`}},
+	{name: "unknown key belongs elsewhere", yaml: "maxLateMs: 5\n",
+		want: []string{`1:maxLateMs:did you mean defaults.maxLateMs or jobs[].maxLateMs?`}},
+	{name: "snake case key", yaml: "defaults:\n  max_late_ms: 5\n",
+		want: []string{`2:defaults.max_late_ms:unknown key "max_late_ms" (did you mean "maxLateMs"?)`}},
+	{name: "unknown key far from any", yaml: "backend:\n  sqlite:\n    frobnicate: 1\n",
+		want: []string{`3:backend.sqlite.frobnicate:unknown key "frobnicate"; known keys: path, busyTimeoutMs`}},
+	{name: "unknown job key", yaml: "jobs:\n" + job("a") + "    scheduel: \"* * * * *\"\n",
+		want: []string{`5:jobs[0].scheduel:unknown key "scheduel" (did you mean "schedule"?)`}},
+	{name: "backend key in a job", yaml: "jobs:\n" + job("a") + "    retention: 1h\n",
+		want: []string{`5:jobs[0].retention:a job has no such key; did you mean backend.retention?`}},
+	{name: "extension keys only at the top", yaml: "x-a: 1\nbackend:\n  x-b: 2\n",
+		want: []string{`3:backend.x-b:unknown key "x-b"`}},
+	{name: "duplicate key", yaml: "namespace: a\nnamespace: b\n",
+		want: []string{`2:namespace:duplicate key "namespace" (first at line 1)`}},
+	{name: "non-string key", yaml: "1: a\n",
+		want: []string{`1::a key must be a string, not an integer`}},
+	{name: "section not a mapping", yaml: "backend: sqlite\ndefaults: [1]\n",
+		want: []string{`1:backend:must be a mapping of settings, not a string`, `2:defaults:must be a mapping of settings, not a list`}},
+	{name: "jobs not a list", yaml: "jobs:\n  name: a\n",
+		want: []string{`2:jobs:must be a list of jobs, not a mapping`}},
+	{name: "job not a mapping", yaml: "jobs:\n  - a\n  - [1]\n",
+		want: []string{`2:jobs[0]:a job must be a mapping`, `3:jobs[1]:a job must be a mapping`}},
+	{name: "bad merge key", yaml: "jobs:\n  - <<: 5\n    name: a\n    schedule: \"* * * * *\"\n    command: x\n",
+		want: []string{`2:jobs[0]:a merge key (<<) takes a mapping or a list of mappings, not an integer`}},
+
+	// ---- types ----
+	{name: "string for integer", yaml: "shutdownGraceMs: \"5000\"\n",
+		want: []string{`1:shutdownGraceMs:must be an integer (milliseconds), not a string; write it without quotes`}},
+	{name: "duration for milliseconds", yaml: "defaults:\n  leaseMs: 30s\n",
+		want: []string{`2:defaults.leaseMs:takes a number of milliseconds, not a duration`}},
+	{name: "float for integer", yaml: "backend:\n  sqlite: {busyTimeoutMs: 1.5}\n",
+		want: []string{`2:backend.sqlite.busyTimeoutMs:must be an integer (milliseconds), not a number`}},
+	{name: "integer out of range", yaml: "shutdownGraceMs: 99999999999999999999\n",
+		want: []string{`1:shutdownGraceMs:must be an integer (milliseconds), not a number`}},
+	{name: "milliseconds too large", yaml: "shutdownGraceMs: 9223372036854775\n",
+		want: []string{`1:shutdownGraceMs:is too large`}},
+	{name: "integer for string", yaml: "namespace: 123\n",
+		want: []string{`1:namespace:must be a string, not an integer; write "123" in quotes`}},
+	{name: "boolean for string", yaml: "jobs:\n  - {name: a, schedule: \"* * * * *\", command: true}\n",
+		want: []string{`2:jobs[0].command:must be a string, not a boolean`}},
+	{name: "mapping for string", yaml: "instance: {a: 1}\n",
+		want: []string{`1:instance:must be a string, not a mapping`}},
+	{name: "integer for duration", yaml: "defaults:\n  timeout: 60\n",
+		want: []string{`2:defaults.timeout:must be a Go duration such as "90s", "5m" or "1h30m", not an integer`}},
+	{name: "bad duration", yaml: "backend:\n  retention: 7d\n",
+		want: []string{`2:backend.retention:bad duration "7d"`}},
+	{name: "args not a list", yaml: "jobs:\n  - {name: a, schedule: \"* * * * *\", args: /bin/true}\n",
+		want: []string{`2:jobs[0].args:must be a list of strings, not a string`}},
+	{name: "args with a mapping", yaml: "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    args:\n      - /bin/echo\n      - {a: 1}\n",
+		want: []string{`6:jobs[0].args[1]:must be a string, not a mapping`}},
+	{name: "env not a mapping", yaml: "jobs:\n" + job("a") + "    env: [A=1]\n",
+		want: []string{`5:jobs[0].env:must be a mapping of variable names to values, not a list`}},
+
+	// ---- top-level values ----
+	{name: "bad namespace", yaml: "namespace: \"a.b\"\n",
+		want: []string{`1:namespace:bad namespace "a.b": must be 1 to 64 letters, digits, _ or -`}},
+	{name: "namespace too long", yaml: "namespace: " + strings.Repeat("n", 65) + "\n",
+		want: []string{`1:namespace:bad namespace`}},
+	{name: "bad instance", yaml: "instance: \"a b\"\n",
+		want: []string{`1:instance:must not contain white space`}},
+	{name: "negative shutdown grace", yaml: "shutdownGraceMs: -1\n",
+		want: []string{`1:shutdownGraceMs:must be 0 or more, not -1`}},
+	{name: "bad log", yaml: "log: {level: verbose, format: xml}\n",
+		want: []string{`1:log.level:must be one of debug, info, warn, error; not "verbose"`, `1:log.format:must be one of auto, console, json; not "xml"`}},
+
+	// ---- backend ----
+	{name: "bad backend type", yaml: "backend: {type: mysql}\n",
+		want: []string{`1:backend.type:must be one of sqlite, postgres, redis, rabbitmq, nats; not "mysql"`}},
+	{name: "bad redis strategy", yaml: "backend: {redis: {strategy: lock}}\n",
+		want: []string{`1:backend.redis.strategy:must be one of lease, stream-id, idmp, script, auto; not "lock"`}},
+	{name: "retention not positive", yaml: "backend: {retention: 0s}\n",
+		want: []string{`1:backend.retention:must be greater than 0`}},
+	{name: "negative busy timeout", yaml: "backend: {sqlite: {busyTimeoutMs: -5}}\n",
+		want: []string{`1:backend.sqlite.busyTimeoutMs:must be 0 or more, not -5`}},
+	{name: "empty sqlite path", yaml: "backend: {sqlite: {path: \"\"}}\n",
+		want: []string{`1:backend.sqlite.path:must not be empty`}},
+	{name: "postgres without dsn", yaml: "backend:\n  type: postgres\n",
+		want: []string{`2:backend.postgres.dsn:required when backend.type is postgres`}},
+	{name: "bad dsn", yaml: "backend:\n  postgres: {dsn: \"mysql://u:hunter2@db/x\"}\n",
+		want: []string{`2:backend.postgres.dsn:must be a postgres:// URL or a key=value connection string`}},
+	{name: "bad table", yaml: "backend:\n  postgres: {table: \"runs; drop table x\"}\n",
+		want: []string{`2:backend.postgres.table:bad table name "runs; drop table x"`}},
+	{name: "bad redis url scheme", yaml: "backend:\n  redis: {url: \"http://u:hunter2@cache:6379\"}\n",
+		want: []string{`2:backend.redis.url:must start with redis://, rediss://, unix://, not http://`}},
+	{name: "unparsable redis url", yaml: "backend:\n  redis: {url: \"redis://u:hunter2@cache:port/0\"}\n",
+		want: []string{`2:backend.redis.url:is not a valid URL`}},
+	{name: "url without host", yaml: "backend:\n  rabbitmq: {url: \"amqp:///vhost\"}\n",
+		want: []string{`2:backend.rabbitmq.url:has no host`}},
+	{name: "bad nats url in a list", yaml: "backend:\n  nats: {url: \"nats://a:4222,http://b:4222\"}\n",
+		want: []string{`2:backend.nats.url:one of the URLs must start with nats://, tls://, ws://, wss://`}},
+	{name: "bad nats stream", yaml: "backend:\n  nats: {stream: \"A.B\"}\n",
+		want: []string{`2:backend.nats.stream:bad stream name "A.B"`}},
+	{name: "idmp duration range", yaml: "backend:\n  redis:\n    strategyOptions: {durationSec: 0}\n",
+		want: []string{`3:backend.redis.strategyOptions.durationSec:must be between 1 and 86400, not 0`}},
+	{name: "idmp duration too long", yaml: "backend:\n  redis:\n    strategyOptions: {durationSec: 86401}\n",
+		want: []string{`3:backend.redis.strategyOptions.durationSec:must be between 1 and 86400, not 86401`}},
+	{name: "zero windows", yaml: "backend:\n  redis: {strategyOptions: {windowMs: 0}}\n  rabbitmq: {slotTtlMs: 0}\n  nats: {duplicateWindowMs: -1}\n",
+		want: []string{`2:backend.redis.strategyOptions.windowMs:must be greater than 0`, `3:backend.rabbitmq.slotTtlMs:must be greater than 0`,
+			`4:backend.nats.duplicateWindowMs:must be greater than 0, not -1`}},
+	{name: "empty password file", yaml: "backend:\n  redis: {passwordFile: \"\"}\n",
+		want: []string{`2:backend.redis.passwordFile:must not be empty`}},
+
+	// ---- defaults and per-job policies ----
+	{name: "defaults out of range", yaml: `defaults:
+  maxLateMs: -1
+  leaseMs: 0
+  heartbeatMs: 0
+  maxAttempts: 0
+  killGraceMs: -1
+  timeout: -1s
+  outputTailBytes: 1048577
+  overlap: queue
+  shell: ""
+`, want: []string{
+		`2:defaults.maxLateMs:must be 0 or more, not -1`,
+		`3:defaults.leaseMs:must be greater than 0, not 0`,
+		`4:defaults.heartbeatMs:must be greater than 0, not 0`,
+		`5:defaults.maxAttempts:must be between 1 and`,
+		`6:defaults.killGraceMs:must be 0 or more, not -1`,
+		`7:defaults.timeout:must be greater than 0, not -1s`,
+		`8:defaults.outputTailBytes:must be between 0 and 1048576, not 1048577`,
+		`9:defaults.overlap:must be one of skip, allow; not "queue"`,
+		`10:defaults.shell:must not be empty`,
+	}},
+	{name: "job policies out of range", yaml: "jobs:\n" + job("a") + `    maxLateMs: -1
+    leaseMs: -3
+    outputTailBytes: -1
+    timeout: 0s
+    overlap: never
+`, want: []string{
+		`5:jobs[0].maxLateMs:must be 0 or more, not -1`,
+		`6:jobs[0].leaseMs:must be greater than 0, not -3`,
+		`7:jobs[0].outputTailBytes:must be between 0 and 1048576, not -1`,
+		`8:jobs[0].timeout:must be greater than 0, not 0s`,
+		`9:jobs[0].overlap:must be one of skip, allow; not "never"`,
+	}},
+	{name: "heartbeat not below lease in defaults", yaml: "defaults:\n  leaseMs: 5000\n  heartbeatMs: 5000\njobs:\n" + job("a") + job("b"),
+		// Reported once, at defaults, not again for every job.
+		want: []string{`3:defaults.heartbeatMs:heartbeatMs 5000 must be less than leaseMs 5000 (from defaults.leaseMs, line 2)`}},
+	{name: "job lease below inherited heartbeat", yaml: "defaults:\n  heartbeatMs: 10000\njobs:\n" + job("a") + "    leaseMs: 6000\n",
+		want: []string{`7:jobs[0].leaseMs:heartbeatMs 10000 (from defaults.heartbeatMs, line 2) must be less than leaseMs 6000`}},
+	{name: "job heartbeat above built-in lease", yaml: "jobs:\n" + job("a") + "    heartbeatMs: 30000\n",
+		want: []string{`5:jobs[0].heartbeatMs:heartbeatMs 30000 must be less than leaseMs 30000 (from built-in default)`}},
+	{name: "lease too short for a heartbeat", yaml: "jobs:\n" + job("a") + "    leaseMs: 2\n",
+		want: []string{`5:jobs[0].leaseMs:leaseMs 2 is too short: the default heartbeatMs (leaseMs/3) would be 0`}},
+	{name: "unknown zones", yaml: "defaults:\n  timezone: Europe/Atlantis\njobs:\n" + job("a") + "    timezone: Mars/Olympus\n" + job("b") + "    timezone: Local\n",
+		want: []string{
+			`2:defaults.timezone:unknown time zone "Europe/Atlantis"`,
+			`7:jobs[0].timezone:unknown time zone "Mars/Olympus"`,
+			`11:jobs[1].timezone:"Local" is each host's own zone`,
+		}},
+	{name: "empty zone", yaml: "defaults: {timezone: \"\"}\n",
+		want: []string{`1:defaults.timezone:must not be empty`}},
+
+	// ---- jobs ----
+	{name: "missing name, schedule and command", yaml: "jobs:\n  - user: x\n",
+		want: []string{`2:jobs[0].name:missing name`, `2:jobs[0].schedule:missing schedule`, `2:jobs[0]:missing command`}},
+	{name: "bad job names", yaml: "jobs:\n" + job("\"a b\"") + job("\"\"") + job(strings.Repeat("x", 65)),
+		want: []string{`2:jobs[0].name:bad job name "a b"`, `5:jobs[1].name:bad job name ""`, `8:jobs[2].name:bad job name`}},
+	{name: "duplicate job name", yaml: "jobs:\n" + job("sync") + job("other") + job("sync"),
+		want: []string{`8:jobs[2].name:duplicate job name "sync" (first defined at line 2)`}},
+	{name: "bad schedule", yaml: "jobs:\n  - name: sync\n    schedule: \"*/61 * * * *\"\n    command: x\n",
+		want: []string{`3:jobs[0].schedule:bad schedule "*/61 * * * *"`}},
+	{name: "empty schedule", yaml: "jobs:\n  - {name: a, schedule: \" \", command: x}\n",
+		want: []string{`2:jobs[0].schedule:must not be empty`}},
+	{name: "bad schedule in a bad zone", yaml: "jobs:\n  - {name: a, schedule: \"nope\", command: x, timezone: No/Where}\n",
+		want: []string{`2:jobs[0].schedule:bad schedule "nope"`, `2:jobs[0].timezone:unknown time zone`}},
+	{name: "command and args", yaml: "jobs:\n" + job("a") + "    args: [x]\n",
+		want: []string{`5:jobs[0].args:set either command (run by the shell) or args (run directly), not both`}},
+	{name: "empty command and args", yaml: "jobs:\n  - {name: a, schedule: \"* * * * *\", command: \"\"}\n  - {name: b, schedule: \"* * * * *\", args: []}\n  - {name: c, schedule: \"* * * * *\", args: [\"\", x]}\n",
+		want: []string{`2:jobs[0].command:must not be empty`, `3:jobs[1].args:must not be empty`, `4:jobs[2].args:the first element (the program) must not be empty`}},
+	{name: "null command is missing", yaml: "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command:\n",
+		want: []string{`2:jobs[0]:missing command`}},
+	{name: "bad env", yaml: "jobs:\n" + job("a") + "    env:\n      1BAD: x\n      ANARCHON_SLOT: x\n      EMPTY:\n      OK: x\n      OK: y\n",
+		want: []string{
+			`6:jobs[0].env.1BAD:bad variable name "1BAD"`,
+			`7:jobs[0].env.ANARCHON_SLOT:set by the daemon`,
+			`8:jobs[0].env.EMPTY:must be a string, not null (write "" for an empty value)`,
+			`10:jobs[0].env.OK:duplicate key "OK" (first at line 9)`,
+		}},
+	{name: "empty workdir and user", yaml: "jobs:\n" + job("a") + "    workdir: \"\"\n    user: \"\"\n",
+		want: []string{`5:jobs[0].workdir:must not be empty`, `6:jobs[0].user:must not be empty`}},
+	{name: "NUL in a command", yaml: "jobs:\n  - {name: a, schedule: \"* * * * *\", command: \"a\\0b\"}\n",
+		want: []string{`2:jobs[0].command:must not contain a NUL character`}},
+
+	// ---- retention ----
+	{name: "retention below a job maxLate", yaml: "backend: {retention: 1m}\njobs:\n" + job("a") + "    maxLateMs: 120000\n",
+		want: []string{`1:backend.retention:retention 1m0s must be at least the largest maxLateMs (120000, job "a", from jobs[0].maxLateMs, line 6)`}},
+	{name: "maxLate above the built-in retention", yaml: "jobs:\n" + job("a") + "    maxLateMs: 700000000\n",
+		want: []string{`5:jobs[0].maxLateMs:maxLateMs 700000000 is longer than backend.retention (168h0m0s, the built-in default)`}},
+
+	// ---- claim-only retention (SPEC §2) ----
+	{name: "script window too short for a job", yaml: `backend:
+  type: redis
+  redis: {strategy: script, strategyOptions: {windowMs: 100000}}
+jobs:
+` + job("a") + "    maxLateMs: 60000\n" + job("b") + "    maxLateMs: 50000\n",
+		want: []string{`8:jobs[0].maxLateMs:maxLateMs 60000 must be at most half of backend.redis.strategyOptions.windowMs (100000): retention must exceed maxLate + clock skew + the longest pause`}},
+	{name: "idmp duration too short for defaults", yaml: `backend:
+  type: redis
+  redis: {strategy: idmp, strategyOptions: {durationSec: 100}}
+defaults: {maxLateMs: 60000}
+jobs:
+` + job("a") + job("b"),
+		want: []string{`4:defaults.maxLateMs:maxLateMs 60000 must be at most half of backend.redis.strategyOptions.durationSec (100 s): retention must exceed maxLate + clock skew + the longest pause (jobs "a", "b")`}},
+	{name: "auto checks both windows", yaml: `backend:
+  type: redis
+  redis:
+    strategy: auto
+    strategyOptions: {durationSec: 60, windowMs: 60000}
+jobs:
+` + job("a"),
+		want: []string{
+			`5:backend.redis.strategyOptions.durationSec:the built-in maxLateMs 60000 must be at most half of backend.redis.strategyOptions.durationSec (60 s)`,
+			`5:backend.redis.strategyOptions.windowMs:the built-in maxLateMs 60000 must be at most half of backend.redis.strategyOptions.windowMs (60000)`,
+		}},
+	{name: "rabbitmq slot ttl", yaml: "backend:\n  type: rabbitmq\n  rabbitmq: {slotTtlMs: 100000}\njobs:\n" + job("a") + "    maxLateMs: 50001\n",
+		want: []string{`8:jobs[0].maxLateMs:must be at most half of backend.rabbitmq.slotTtlMs (100000)`}},
+	{name: "nats duplicate window from env", yaml: "backend:\n  type: nats\njobs:\n" + job("a"),
+		env:  []string{"ANARCHON_BACKEND_NATS_DUPLICATEWINDOWMS=119999"},
+		want: []string{`ANARCHON_BACKEND_NATS_DUPLICATEWINDOWMS:backend.nats.duplicateWindowMs:the built-in maxLateMs 60000 must be at most half of backend.nats.duplicateWindowMs (119999)`}},
+	{name: "claim-only limits ignored for lease backends", yaml: "backend:\n  type: redis\n  redis: {strategyOptions: {windowMs: 1000}}\njobs:\n  - {name: a, schedule: \"*/61 * * * *\", command: x}\n",
+		want: []string{`5:jobs[0].schedule:bad schedule`}},
+	{name: "idmp too many slots", yaml: `backend:
+  type: redis
+  redis: {strategy: idmp, strategyOptions: {durationSec: 86400}}
+jobs:
+  - name: fast
+    schedule: "*/2 * * * * *"
+    command: x
+`, want: []string{`6:jobs[0].schedule:more than 10000 slots within backend.redis.strategyOptions.durationSec (86400 s`}},
+	{name: "auto too many slots on some days", yaml: `backend:
+  type: redis
+  redis: {strategy: auto, strategyOptions: {durationSec: 86400}}
+jobs:
+  - name: mondays
+    schedule: "*/5 * * * * 1"
+    command: x
+`, want: []string{`6:jobs[0].schedule:(strategy auto uses idmp on servers that have it)`}},
+
+	// ---- environment overrides ----
+	{name: "bad env overrides", yaml: "jobs:\n" + job("a"),
+		env: []string{
+			"ANARCHON_BACKEND_TYPE=mysql",
+			"ANARCHON_BACKEND_SQLITE_BUSYTIMEOUTMS=5s",
+			"ANARCHON_DEFAULTS_TIMEOUT=forever",
+			"ANARCHON_NAMESPACE=a b",
+		},
+		want: []string{
+			`ANARCHON_BACKEND_TYPE:backend.type:must be one of sqlite, postgres, redis, rabbitmq, nats; not "mysql"`,
+			`ANARCHON_BACKEND_SQLITE_BUSYTIMEOUTMS:backend.sqlite.busyTimeoutMs:must be an integer (milliseconds), not "5s"`,
+			`ANARCHON_DEFAULTS_TIMEOUT:defaults.timeout:bad duration "forever"`,
+			`ANARCHON_NAMESPACE:namespace:bad namespace "a b"`,
+		}},
+	{name: "env postgres without dsn", yaml: "jobs:\n" + job("a"), env: []string{"ANARCHON_BACKEND_TYPE=postgres"},
+		want: []string{`ANARCHON_BACKEND_TYPE:backend.postgres.dsn:required when backend.type is postgres`}},
+	{name: "env override wins over a bad file value", yaml: "namespace: \"bad ns\"\nlog: {level: loud}\n",
+		env:  []string{"ANARCHON_NAMESPACE=good"},
+		want: []string{`2:log.level:must be one of`}},
+
+	// ---- every problem at once ----
+	{name: "four problems", yaml: `namespace: cron
+backend:
+  type: sqlite
+  sqlite: {busyTimeoutMs: -1}
+jobs:
+  - name: sync
+    schedule: "*/61 * * * *"
+    command: /usr/local/bin/sync
+  - name: report
+    schedule: "0 9 * * *"
+    timezone: Europe/Nowhere
+    command: report
+    overlpa: skip
+`, want: []string{
+		`4:backend.sqlite.busyTimeoutMs:must be 0 or more, not -1`,
+		`7:jobs[0].schedule:bad schedule "*/61 * * * *"`,
+		`11:jobs[1].timezone:unknown time zone "Europe/Nowhere"`,
+		`13:jobs[1].overlpa:unknown key "overlpa" (did you mean "overlap"?)`,
+	}},
+}
+
+func TestErrors(t *testing.T) {
+	for _, tc := range errorCases {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrs(t, parseErrs(t, tc.yaml, tc.env), tc.want)
+		})
+	}
+}
+
+func TestErrorsNameTheJob(t *testing.T) {
+	errs := parseErrs(t, "jobs:\n"+job("a")+job("sync")+"    leaseMs: x\n", nil)
+	if len(errs) != 1 || errs[0].Job != "sync" {
+		t.Fatalf("got %v", errs)
+	}
+	want := `crontab.yaml:8: job "sync": jobs[1].leaseMs: must be an integer (milliseconds), not a string ("x")`
+	if got := errs[0].Error(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestMalformedYAMLIsOneError(t *testing.T) {
+	errs := parseErrs(t, "jobs:\n  - name: a\n    schedule: [\n", []string{"ANARCHON_BACKEND_TYPE=bogus"})
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Msg, "invalid YAML: ") || errs[0].Line == 0 {
+		t.Errorf("got %v", errs)
+	}
+}
+
+func TestMergeBombIsBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("x-0: &a0 {timezone: UTC}\n")
+	for i := 1; i <= 30; i++ {
+		b.WriteString("x-" + strconv.Itoa(i) + ": &a" + strconv.Itoa(i) + " {<<: [")
+		for k := 0; k < 10; k++ {
+			if k > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("*a" + strconv.Itoa(i-1))
+		}
+		b.WriteString("]}\n")
+	}
+	b.WriteString("defaults:\n  <<: *a30\n")
+	start := time.Now()
+	errs := parseErrs(t, b.String(), nil)
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("took %v", time.Since(start))
+	}
+	if !strings.Contains(errs.Error(), "too complex") && !strings.Contains(errs.Error(), "nested more than") {
+		t.Errorf("got %v", errs)
+	}
+}
+
+func TestSecretsNeverInErrors(t *testing.T) {
+	for _, yml := range []string{
+		"backend:\n  postgres: {dsn: \"mysql://u:hunter2@db/x\"}\n",
+		"backend:\n  postgres: {dsn: \"postgres://u:hunter2@db:x/x\"}\n",
+		"backend:\n  postgres: {dsn: \"postgres://u:hun ter2@db/x\"}\n",
+		"backend:\n  postgres: {dsn: \"hunter2\"}\n",
+		"backend:\n  postgres: {dsn: 12345}\n",
+		"backend:\n  redis: {url: \"http://u:hunter2@cache\"}\n",
+		"backend:\n  redis: {url: \"redis://u:hunter2@cache:x\"}\n",
+		"backend:\n  redis: {url: \"redis://:hunter2@ca che\"}\n",
+		"backend:\n  redis: {url: hunter2}\n",
+		"backend:\n  rabbitmq: {url: \"amqp://u:hunter2@\"}\n",
+		"backend:\n  nats: {url: \"nats://u:hunter2@a,http://b\"}\n",
+		"backend:\n  nats: {url: [\"nats://u:hunter2@a\"]}\n",
+	} {
+		errs := parseErrs(t, yml, nil)
+		if s := errs.Error(); strings.Contains(s, "hunter2") || strings.Contains(s, "hunter") {
+			t.Errorf("secret in %q", s)
+		}
+	}
+	errs := parseErrs(t, "", []string{"ANARCHON_BACKEND_POSTGRES_DSN=postgres://u:hunter2@db:x/", "ANARCHON_BACKEND_REDIS_URL=ftp://u:hunter2@x"})
+	if s := errs.Error(); strings.Contains(s, "hunter2") || len(errs) != 2 {
+		t.Errorf("got %q", s)
+	}
+}

@@ -1,0 +1,169 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// superviseEnv carries the supervisor's instructions (a JSON superviseSpec)
+// from the runner to SuperviseMain; the supervisor removes it before it
+// starts the job.
+const superviseEnv = "ANARCHON_SUPERVISE"
+
+// superviseSpec is what the supervisor needs besides the job's argv.
+type superviseSpec struct {
+	// Parent is the daemon's pid: when the supervisor's parent is no longer
+	// this process, the daemon is gone and the group is killed.
+	Parent int `json:"parent"`
+	// Dir is the job's working directory ("": the supervisor's).
+	Dir string `json:"dir,omitempty"`
+	// UID, GID and Groups, when UID is set, are the credentials the job runs
+	// with.
+	UID    *uint32  `json:"uid,omitempty"`
+	GID    uint32   `json:"gid,omitempty"`
+	Groups []uint32 `json:"groups,omitempty"`
+}
+
+// launch is a prepared command: the job's argv and environment, and the
+// supervisor's spec.
+type launch struct {
+	argv []string
+	env  []string
+	spec superviseSpec
+}
+
+// prepare resolves e's command, environment, user and workdir.
+func (r *Runner) prepare(e Execution) (launch, error) {
+	job := e.Job
+	name := jobName(e)
+	var l launch
+	switch {
+	case len(job.Args) > 0:
+		l.argv = slices.Clone(job.Args)
+	case job.Command != "":
+		shell := job.Shell
+		if shell == "" {
+			shell = "/bin/sh"
+		}
+		l.argv = []string{shell, "-c", job.Command}
+	default:
+		return l, fmt.Errorf("job %q: no command", name)
+	}
+	if len(r.Supervisor) == 0 || r.Supervisor[0] == "" {
+		return l, errors.New("runner: no supervisor command configured")
+	}
+	if job.Workdir != "" {
+		fi, err := os.Stat(job.Workdir)
+		if err != nil {
+			return l, fmt.Errorf("job %q: workdir: %w", name, err)
+		}
+		if !fi.IsDir() {
+			return l, fmt.Errorf("job %q: workdir %q is not a directory", name, job.Workdir)
+		}
+	}
+	l.spec = superviseSpec{Parent: os.Getpid(), Dir: job.Workdir}
+	u, err := r.runAs(name, job.User, &l.spec)
+	if err != nil {
+		return l, err
+	}
+	l.env = r.environ(e, u)
+	return l, nil
+}
+
+// runAs resolves the job's user into spec's credentials. It returns the user
+// when the job runs as another user than the daemon's, nil otherwise.
+func (r *Runner) runAs(job, name string, spec *superviseSpec) (*user.User, error) {
+	if name == "" {
+		return nil, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		var unknown user.UnknownUserError
+		if _, perr := strconv.ParseUint(name, 10, 32); perr == nil && errors.As(err, &unknown) {
+			u, err = user.LookupId(name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("job %q: user %q: %w", job, name, err)
+		}
+	}
+	geteuid := r.geteuid
+	if geteuid == nil {
+		geteuid = os.Geteuid
+	}
+	if euid := geteuid(); euid != 0 {
+		if u.Uid == strconv.Itoa(euid) {
+			return nil, nil // the daemon's own user: nothing to change
+		}
+		return nil, fmt.Errorf("job %q: user %q requires the daemon to run as root", job, name)
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("job %q: user %q: uid %q: %w", job, name, u.Uid, err)
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("job %q: user %q: gid %q: %w", job, name, u.Gid, err)
+	}
+	uid32 := uint32(uid)
+	spec.UID, spec.GID = &uid32, uint32(gid)
+	gids, err := u.GroupIds()
+	if err != nil {
+		return nil, fmt.Errorf("job %q: user %q: groups: %w", job, name, err)
+	}
+	for _, g := range gids {
+		n, err := strconv.ParseUint(g, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("job %q: user %q: group %q: %w", job, name, g, err)
+		}
+		spec.Groups = append(spec.Groups, uint32(n))
+	}
+	return u, nil
+}
+
+// environ builds the job's environment: BaseEnv, then (running as another
+// user) that user's HOME, USER and LOGNAME, then the job's env: map, then
+// the ANARCHON_* variables. Later entries replace earlier ones.
+func (r *Runner) environ(e Execution, u *user.User) []string {
+	env := make([]string, 0, len(r.BaseEnv)+len(e.Job.Env)+9)
+	for _, kv := range r.BaseEnv {
+		if !strings.HasPrefix(kv, superviseEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	if u != nil {
+		env = setenv(env, "HOME", u.HomeDir)
+		env = setenv(env, "USER", u.Username)
+		env = setenv(env, "LOGNAME", u.Username)
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Job.Env)) {
+		env = setenv(env, k, e.Job.Env[k])
+	}
+	slot, ms := slotOf(e)
+	env = setenv(env, "ANARCHON_JOB", jobName(e))
+	env = setenv(env, "ANARCHON_SLOT", slotString(slot))
+	env = setenv(env, "ANARCHON_SLOT_MS", strconv.FormatInt(ms, 10))
+	env = setenv(env, "ANARCHON_ATTEMPT", strconv.Itoa(e.Fence.Attempt))
+	env = setenv(env, "ANARCHON_TOKEN", string(e.Fence.Token))
+	env = setenv(env, "ANARCHON_INSTANCE", r.Instance)
+	return env
+}
+
+// setenv sets k=v in env, removing earlier entries of k.
+func setenv(env []string, k, v string) []string {
+	prefix := k + "="
+	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, prefix) })
+	return append(env, prefix+v)
+}
+
+// Exit codes of the supervisor besides the job's own.
+const (
+	exitSupervisorError = 125 // the supervisor was misused
+	exitCannotExecute   = 126 // the job's program could not be started
+	exitNotFound        = 127 // the job's program does not exist
+)

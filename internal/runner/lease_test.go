@@ -1,0 +1,233 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/config"
+)
+
+// The heartbeat tests run a real process (the command) on a fake clock (the
+// lease logic). Lease 30 s, heartbeat 10 s: renewals at 10 s, 20 s, ...;
+// failed renewals retried after 2.5 s; self-fence after 24 s without one.
+
+var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// leaseRun starts a lease job that writes its pid and then waits, on a fake
+// clock, and returns once the runner waits on its three timers (timeout,
+// lease guard, heartbeat).
+type leaseRun struct {
+	t    *testing.T
+	clk  *clock.Fake
+	ls   *leaseStore
+	logs *observer.ObservedLogs
+	dir  string
+	pid  int
+	done <-chan Report
+}
+
+func startLeaseRun(t *testing.T, ls *leaseStore, ctx context.Context, command string) *leaseRun {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	r, logs := newRunner(t, ls, clk)
+	dir := t.TempDir()
+	job := shellJob("leased", `echo $$ > pid.tmp && mv pid.tmp pid; `+command)
+	job.Workdir = dir
+	job.Timeout = time.Hour
+	job.KillGrace = 10 * time.Second
+	e := execution(job)
+	e.ClaimedAt = clk.Now()
+	lr := &leaseRun{t: t, clk: clk, ls: ls, logs: logs, dir: dir}
+	lr.done = startRun(r, ctx, e)
+	lr.pid = readPid(t, dir, "pid")
+	lr.waitTimers()
+	return lr
+}
+
+func (lr *leaseRun) waitTimers() {
+	lr.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := lr.clk.WaitTimers(ctx, 3); err != nil {
+		lr.t.Fatalf("the runner does not wait on its timers: %v", err)
+	}
+}
+
+// at sets the fake clock to t0 + d.
+func (lr *leaseRun) at(d time.Duration) { lr.clk.Set(t0.Add(d)) }
+
+// running fails the test if Run has returned.
+func (lr *leaseRun) running() {
+	lr.t.Helper()
+	select {
+	case rep := <-lr.done:
+		lr.t.Fatalf("Run returned early: %+v", rep)
+	default:
+	}
+	if !alive(lr.pid) {
+		lr.t.Fatal("the command is gone")
+	}
+}
+
+func TestFencedRenewalStopsCommand(t *testing.T) {
+	t.Parallel()
+	ls := &leaseStore{renew: func(int) (claim.Result, error) {
+		return claim.Result{}, claim.ErrFenced
+	}}
+	lr := startLeaseRun(t, ls, context.Background(), "exec sleep 30")
+	lr.at(10 * time.Second)
+	rep := await(t, lr.done, 10*time.Second)
+	if !rep.Fenced || rep.Recorded || rep.Released || rep.Status != "" || !errors.Is(rep.Err, claim.ErrFenced) {
+		t.Fatalf("report = %+v", rep)
+	}
+	if renews, releases, finishes := ls.counts(); renews != 1 || releases != 0 || finishes != 0 {
+		t.Fatalf("%d renewals, %d releases, %d finishes", renews, releases, finishes)
+	}
+	if lr.logs.FilterMessage("fenced: another instance took over; surrendering the run").Len() != 1 {
+		t.Fatal("fencing not logged")
+	}
+	waitDead(t, lr.pid)
+}
+
+func TestSelfFenceWhenStoreUnreachable(t *testing.T) {
+	t.Parallel()
+	ls := &leaseStore{renew: func(int) (claim.Result, error) { return claim.Result{}, errTransport }}
+	lr := startLeaseRun(t, ls, context.Background(), "exec sleep 30")
+	// Renewal at 10 s, then retries every 2.5 s.
+	for i, ms := range []time.Duration{10000, 12500, 15000, 17500, 20000, 22500} {
+		lr.at(ms * time.Millisecond)
+		waitLogs(t, lr.logs, "lease renewal failed", i+1)
+	}
+	lr.at(24*time.Second - time.Millisecond)
+	lr.running()
+	if n := lr.logs.FilterMessage("store unreachable: lease renewal failed; retrying").Len(); n != 1 {
+		t.Fatalf("outage logged %d times, want once", n)
+	}
+	lr.at(24 * time.Second) // lease 30 s - margin 6 s
+	rep := await(t, lr.done, 10*time.Second)
+	if !rep.Fenced || rep.Recorded || rep.Released || rep.Status != "" || !errors.Is(rep.Err, ErrLeaseLost) {
+		t.Fatalf("report = %+v", rep)
+	}
+	if renews, releases, finishes := ls.counts(); renews != 6 || releases != 0 || finishes != 0 {
+		t.Fatalf("%d renewals, %d releases, %d finishes", renews, releases, finishes)
+	}
+	entries := lr.logs.FilterMessage("store unreachable for the lease; fencing myself").All()
+	if len(entries) != 1 {
+		t.Fatal("self-fencing not logged")
+	}
+	f := entries[0].ContextMap()
+	if f["since_renewal"] != 24*time.Second || f["kill_grace"] != 6*time.Second {
+		t.Fatalf("self-fence fields %v", f)
+	}
+	waitDead(t, lr.pid)
+}
+
+func TestRenewalOutageRecovers(t *testing.T) {
+	t.Parallel()
+	ls := &leaseStore{renew: func(n int) (claim.Result, error) {
+		if n <= 2 {
+			return claim.Result{}, errTransport
+		}
+		return claim.Result{Outcome: claim.Won, Attempt: 2}, nil
+	}}
+	lr := startLeaseRun(t, ls, context.Background(), "while [ ! -e stop ]; do sleep 0.01; done")
+	lr.at(10 * time.Second)
+	waitLogs(t, lr.logs, "lease renewal failed", 1)
+	lr.at(12500 * time.Millisecond)
+	waitLogs(t, lr.logs, "lease renewal failed", 2)
+	lr.at(15 * time.Second)
+	waitLogs(t, lr.logs, "lease renewed", 1)
+	lr.at(25 * time.Second)
+	waitLogs(t, lr.logs, "lease renewed", 2)
+	lr.at(30 * time.Second) // past the first lease's self-fence point (24 s)
+	lr.running()
+	if err := os.WriteFile(filepath.Join(lr.dir, "stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := await(t, lr.done, 10*time.Second)
+	if rep.Fenced || !rep.Recorded || rep.Status != claim.StatusSucceeded || rep.Err != nil {
+		t.Fatalf("report = %+v", rep)
+	}
+	if n := lr.logs.FilterMessage("store unreachable: lease renewal failed; retrying").Len(); n != 1 {
+		t.Fatalf("outage logged %d times, want once", n)
+	}
+	rec := lr.logs.FilterMessage("store reachable again: lease renewed").All()
+	if len(rec) != 1 || rec[0].ContextMap()["outage"] != 5*time.Second {
+		t.Fatalf("recovery logged %v", rec)
+	}
+}
+
+// The store may answer with less lease than asked for; the runner counts
+// what it says is left.
+func TestRenewalHonoursStoreLease(t *testing.T) {
+	t.Parallel()
+	ls := &leaseStore{renew: func(n int) (claim.Result, error) {
+		if n > 1 {
+			return claim.Result{}, errTransport
+		}
+		now := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC) // store time: unrelated to ours
+		return claim.Result{Outcome: claim.Won, Attempt: 2, StoreNow: now, LeaseUntil: now.Add(10 * time.Second)}, nil
+	}}
+	lr := startLeaseRun(t, ls, context.Background(), "exec sleep 30")
+	lr.at(10 * time.Second)
+	waitLogs(t, lr.logs, "lease renewed", 1)
+	lr.running()
+	lr.at(14 * time.Second) // renewed at 10 s for 10 s, minus the 6 s margin
+	rep := await(t, lr.done, 10*time.Second)
+	if !errors.Is(rep.Err, ErrLeaseLost) {
+		t.Fatalf("report = %+v", rep)
+	}
+	waitDead(t, lr.pid)
+}
+
+func TestHardStopReleasesLease(t *testing.T) {
+	t.Parallel()
+	ls := &leaseStore{}
+	ctx, cancel := context.WithCancel(context.Background())
+	lr := startLeaseRun(t, ls, ctx, "exec sleep 30")
+	cancel()
+	rep := await(t, lr.done, 10*time.Second)
+	if !rep.Released || rep.Recorded || rep.Fenced || rep.Status != "" || !errors.Is(rep.Err, ErrStopped) || rep.ExitCode != 143 {
+		t.Fatalf("report = %+v", rep)
+	}
+	if _, releases, finishes := ls.counts(); releases != 1 || finishes != 0 || ls.releases[0] != execution(config.Job{Name: "leased"}).Fence {
+		t.Fatalf("%d releases (%v), %d finishes", releases, ls.releases, finishes)
+	}
+	waitDead(t, lr.pid)
+}
+
+// A claim-only backend has no lease: nothing to renew.
+func TestClaimOnlyDoesNotHeartbeat(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	s := &store{}
+	r, _ := newRunner(t, s, clk)
+	dir := t.TempDir()
+	job := shellJob("plain", `echo $$ > pid.tmp && mv pid.tmp pid; while [ ! -e stop ]; do sleep 0.01; done`)
+	job.Workdir = dir
+	done := startRun(r, context.Background(), execution(job))
+	readPid(t, dir, "pid")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clk.WaitTimers(ctx, 1); err != nil { // the job's timeout
+		t.Fatal(err)
+	}
+	clk.Advance(59 * time.Second)
+	if n := clk.Timers(); n != 1 {
+		t.Fatalf("%d timers armed, want the timeout only", n)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rep := await(t, done, 10*time.Second); rep.Status != claim.StatusSucceeded || !rep.Recorded {
+		t.Fatalf("report = %+v", rep)
+	}
+}

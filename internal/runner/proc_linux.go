@@ -1,0 +1,48 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// platformCheck reports whether the runner works here (Linux: yes).
+func platformCheck() error { return nil }
+
+// supervisorAttr makes the supervisor the leader of a new process group and
+// has the kernel send it SIGTERM when the daemon dies.
+func supervisorAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+}
+
+// signalGroup sends sig to the process group pgid.
+func signalGroup(pgid int, sig syscall.Signal) error {
+	return syscall.Kill(-pgid, sig)
+}
+
+// waitExited blocks until the child pid has exited, without reaping it.
+func waitExited(pid int) error {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			if err != nil {
+				return fmt.Errorf("waitid %d: %w", pid, err)
+			}
+			return nil
+		}
+	}
+}
+
+// exitCodeOf is ps's exit code, 128+N for a process killed by signal N.
+func exitCodeOf(ps *os.ProcessState) int {
+	if ps == nil {
+		return notStartedCode
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}

@@ -1,0 +1,504 @@
+// Package runner runs one won attempt of a job (SPEC §4, §6). It forks the
+// command under a supervising parent, streams the command's output into the
+// log, heartbeats the lease on lease backends, stops the command when the
+// attempt is fenced, times out or the daemon stops, and records the result
+// fenced by the attempt's token.
+//
+// # Process tree
+//
+// The runner starts the supervisor (Runner.Supervisor, the hidden
+// `anarchond supervise -- <argv...>` command, see SuperviseMain) as the leader
+// of a new process group, with the parent-death signal SIGTERM. The
+// supervisor starts the job in that same group. If the daemon dies, even by
+// SIGKILL, the kernel sends SIGTERM to the supervisor, which sees that its
+// parent is gone and SIGKILLs the whole group, grandchildren included. Every
+// stop by the daemon (timeout, fencing, shutdown) signals the whole group:
+// SIGTERM, then SIGKILL after the job's killGrace. When the supervisor exits,
+// whatever is left in the group (background processes the job did not wait
+// for) is SIGKILLed before the result is recorded: no process of an attempt
+// outlives its result. A process that leaves the group (setsid, setpgid)
+// escapes all of this; the runner then stops waiting for its output after 5 s.
+//
+// # Decisions
+//
+//   - Exit codes follow the shell: a command killed by signal N exits 128+N.
+//     A timed-out command therefore usually reports 143 (it died of the
+//     SIGTERM) or 137 (it needed the SIGKILL), or its own code if it handled
+//     the SIGTERM and exited; the status is timeout in every case.
+//   - A command that cannot be started (unknown user, `user:` while the daemon
+//     is not root, missing workdir, no supervisor) is recorded as failed with
+//     exit code -1, the error as its output tail, and Report.Err set. The
+//     supervisor itself exits 127 when the job's program is not found, 126
+//     when it cannot be executed and 125 when the supervisor is misused; those
+//     are recorded as ordinary failures with that code, the message in the
+//     output tail.
+//   - `user:`: when the daemon runs as root the supervisor stays root and starts
+//     the job with the user's uid, gid and supplementary groups (chdir to the
+//     workdir happens as that user); HOME, USER and LOGNAME are set to the
+//     user's before the job's env: map. When the daemon is not root, a user
+//     other than the daemon's own is an error; the daemon's own user is fine.
+//   - Self-fencing margin: Lease/5. With no successful renewal for
+//     Lease - Lease/5 (24 s of the default 30 s lease) the runner stops the
+//     command, and the SIGKILL is sent no later than the moment the lease
+//     could end (the grace is min(killGrace, what is left of the lease)), so
+//     the command is gone before a backup can take the run over. Lease time
+//     is measured from when the claim or renewal was sent (Execution.ClaimedAt,
+//     the start of each Renew call), never from when the answer came.
+//   - Renewals run every Heartbeat (Lease/3 if unset); a failed one is retried
+//     after Heartbeat/4; a renewal that has not answered by the next beat is
+//     abandoned and sent again. A store outage is logged once when it starts
+//     (warn) and once when it ends (info).
+//   - Hard stop (ctx cancelled): lease backends: the command is stopped and the
+//     lease released so a backup takes over at once; nothing is recorded.
+//     Claim-only backends never re-run a slot, so the run is recorded as
+//     interrupted (claim.StatusInterrupted) with the exit code observed, so
+//     that status shows what happened to it.
+//   - Recording: Finish is retried with backoff (200 ms doubling to 5 s) for
+//     max(30 s, Lease) after the command exited, or until the daemon's hard
+//     stop; the heartbeat goes on meanwhile, so the lease stays held while the
+//     result is being written. Releasing on a hard stop is retried for 5 s.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/config"
+)
+
+// Runner runs won attempts. One Runner serves every job of a daemon; Run is
+// safe for concurrent use.
+type Runner struct {
+	// Backend records results (Finish). When it is also a claim.Leaser the
+	// runner heartbeats the lease, fences itself, and releases on a hard stop.
+	Backend claim.Backend
+	// Clock times every wait of the runner (nil: clock.Real).
+	Clock clock.Clock
+	// Log receives the runner's own messages and the command's output
+	// (nil: no logging).
+	Log *zap.Logger
+	// Instance is this daemon's instance id (ANARCHON_INSTANCE, logs).
+	Instance string
+	// Supervisor is the argv prefix that starts the supervising parent, e.g.
+	// {"/usr/bin/anarchond", "supervise", "--"}; the job's argv is appended.
+	// The daemon sets it from os.Executable().
+	Supervisor []string
+	// BaseEnv is the environment every job starts from (the daemon's own,
+	// os.Environ()).
+	BaseEnv []string
+
+	// geteuid replaces os.Geteuid in tests of the root check.
+	geteuid func() int
+}
+
+// Execution is one won attempt to run.
+type Execution struct {
+	Job   config.Job
+	Fence claim.Fence
+	// Slot is the run's slot in UTC; Fence.Slot (ms) is authoritative.
+	Slot time.Time
+	// LeaseUntil is the lease's end in store time, as the claim answered
+	// (lease backends). It is logged only: store time is never compared with
+	// the runner's clock.
+	LeaseUntil time.Time
+	// ClaimedAt is the runner clock's reading just before the winning claim
+	// was first sent. The lease is counted from it, which is conservative: the
+	// store started the lease after that. Zero: the time Run starts.
+	ClaimedAt time.Time
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	// Status is the run's outcome: succeeded, failed or timeout; interrupted
+	// for a hard stop on a claim-only backend; "" when the command was stopped
+	// because the attempt was fenced, lost its lease or the daemon stopped on
+	// a lease backend. A command that finished but whose result was fenced at
+	// Finish keeps its status, with Fenced set.
+	Status claim.Status
+	// ExitCode is the command's exit code as observed (128+N when killed by
+	// signal N), -1 when it did not start.
+	ExitCode int
+	// Fenced: another attempt owns the run (a renewal or Finish answered
+	// claim.ErrFenced), or the runner fenced itself after losing the store
+	// for the lease (Err is then ErrLeaseLost). Nothing was recorded.
+	Fenced bool
+	// Released: the lease was released after a hard stop.
+	Released bool
+	// Recorded: Finish stored the result.
+	Recorded bool
+	// Duration is how long the command ran.
+	Duration time.Duration
+	// Err says what went wrong, if anything did: the command could not start,
+	// the attempt was fenced or stopped, or the result could not be recorded.
+	Err error
+}
+
+// Errors in Report.Err that callers may branch on (with errors.Is); fencing
+// by another attempt wraps claim.ErrFenced.
+var (
+	// ErrLeaseLost: the store was unreachable for so long that the lease may
+	// have ended; the runner stopped the command and recorded nothing.
+	ErrLeaseLost = errors.New("store unreachable for the lease; fenced myself")
+	// ErrStopped: the daemon's hard stop (ctx cancelled) ended the command.
+	ErrStopped = errors.New("stopped by the daemon's shutdown")
+)
+
+const (
+	maxLineBytes   = 64 << 10         // longer output lines are logged in pieces
+	drainTimeout   = 5 * time.Second  // wait for output held open by escaped processes
+	recordWindow   = 30 * time.Second // least time Finish is retried for
+	releaseWindow  = 5 * time.Second  // time Release is retried for on a hard stop
+	backoffMin     = 200 * time.Millisecond
+	backoffMax     = 5 * time.Second
+	notStartedCode = -1
+)
+
+// stopKind is why the runner stopped the command; a later, larger kind wins.
+type stopKind int
+
+const (
+	stopNone stopKind = iota
+	stopTimeout
+	stopShutdown
+	stopFenced
+	stopLeaseLost
+)
+
+// Run executes e and blocks until the command has exited and its result is
+// recorded, or the attempt was fenced, or (after ctx is cancelled: the hard
+// stop at the end of the daemon's shutdown grace) the command is stopped and
+// the lease released.
+func (r *Runner) Run(ctx context.Context, e Execution) Report {
+	clk := r.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	log := r.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.With(r.fields(e)...)
+	leaser, _ := r.Backend.(claim.Leaser)
+	start := clk.Now()
+	anchor := e.ClaimedAt
+	if anchor.IsZero() {
+		anchor = start
+	}
+	job := e.Job
+
+	if ctx.Err() != nil {
+		log.Warn("job not started: the daemon is stopping")
+		return r.hardStop(ctx, clk, log, e, leaser, Report{ExitCode: notStartedCode}, "")
+	}
+	l, err := r.prepare(e)
+	var p *process
+	if err == nil {
+		p, err = r.start(l, job.OutputTailBytes, log)
+	}
+	if err != nil {
+		return r.notStarted(ctx, clk, log, e, start, err)
+	}
+	log.Info("job started", zap.Int("pid", p.pid), zap.Time("lease_until", e.LeaseUntil))
+
+	// The heartbeat lives until Run returns: it keeps the lease while the
+	// command stops and while the result is recorded.
+	var hbEvents <-chan hbEvent
+	hbCtx, hbCancel := context.WithCancel(context.WithoutCancel(ctx))
+	hbDone := make(chan struct{})
+	if leaser != nil && job.Lease > 0 {
+		h := newHeartbeat(leaser, clk, log, e.Fence, job.Lease, job.Heartbeat)
+		hbEvents = h.events
+		go func() {
+			defer close(hbDone)
+			h.run(hbCtx, anchor)
+		}()
+	} else {
+		close(hbDone)
+	}
+	defer func() {
+		hbCancel()
+		<-hbDone
+	}()
+
+	var (
+		why      stopKind
+		timeoutC <-chan time.Time
+		killT    clock.Timer
+		killC    <-chan time.Time
+		killAt   time.Time
+		killed   bool
+		termSent bool
+	)
+	if job.Timeout > 0 {
+		t := clk.NewTimer(job.Timeout)
+		defer t.Stop()
+		timeoutC = t.C()
+	}
+	// stop ends the command: SIGTERM to the group once, SIGKILL after grace
+	// (a later stop may only bring the SIGKILL forward).
+	stop := func(k stopKind, grace time.Duration) {
+		why = max(why, k)
+		if killed {
+			return
+		}
+		if !termSent {
+			termSent = true
+			p.signal(syscall.SIGTERM)
+		}
+		if grace <= 0 {
+			killed = true
+			p.signal(syscall.SIGKILL)
+			return
+		}
+		at := clk.Now().Add(grace)
+		switch {
+		case killT == nil:
+			killT = clk.NewTimer(grace)
+			killC = killT.C()
+			killAt = at
+		case at.Before(killAt):
+			killT.Reset(grace)
+			killAt = at
+		}
+	}
+	ctxDone := ctx.Done()
+	for exited := false; !exited; {
+		select {
+		case <-p.exited:
+			exited = true
+		case <-timeoutC:
+			timeoutC = nil
+			log.Warn("job timed out; stopping it", zap.Duration("timeout", job.Timeout),
+				zap.Duration("kill_grace", job.KillGrace))
+			stop(stopTimeout, job.KillGrace)
+		case ev := <-hbEvents:
+			hbEvents = nil
+			now := clk.Now()
+			if ev.err != nil {
+				log.Error("fenced: another instance took over; surrendering the run", zap.Error(ev.err))
+				stop(stopFenced, job.KillGrace)
+				break
+			}
+			grace := min(job.KillGrace, ev.leaseEnd.Sub(now))
+			log.Error("store unreachable for the lease; fencing myself",
+				zap.Duration("since_renewal", now.Sub(ev.renewed)), zap.Duration("lease", job.Lease),
+				zap.Duration("kill_grace", max(grace, 0)))
+			stop(stopLeaseLost, grace)
+		case <-ctxDone:
+			ctxDone = nil
+			log.Warn("shutdown grace is over; stopping the job", zap.Duration("kill_grace", job.KillGrace))
+			stop(stopShutdown, job.KillGrace)
+		case <-killC:
+			killC = nil
+			killed = true
+			log.Warn("job still running after SIGTERM; sending SIGKILL to its process group")
+			p.signal(syscall.SIGKILL)
+		}
+	}
+	if killT != nil {
+		killT.Stop()
+	}
+	code := p.finish(clk, log)
+	end := clk.Now()
+	rep := Report{ExitCode: code, Duration: end.Sub(start)}
+	tail := p.out.tailString()
+
+	switch why {
+	case stopFenced:
+		rep.Fenced = true
+		rep.Err = fmt.Errorf("surrendered the run: %w", claim.ErrFenced)
+		log.Warn("job stopped after fencing; result not recorded", zap.Int("exit_code", code))
+		return rep
+	case stopLeaseLost:
+		rep.Fenced = true
+		rep.Err = ErrLeaseLost
+		log.Warn("job stopped after losing the store; result not recorded", zap.Int("exit_code", code))
+		return rep
+	case stopShutdown:
+		return r.hardStop(ctx, clk, log, e, leaser, rep, tail)
+	case stopTimeout:
+		rep.Status = claim.StatusTimeout
+	default:
+		rep.Status = claim.StatusSucceeded
+		if code != 0 {
+			rep.Status = claim.StatusFailed
+		}
+	}
+	fields := []zap.Field{zap.String("status", string(rep.Status)), zap.Int("exit_code", code),
+		zap.Duration("duration", rep.Duration)}
+	if rep.Status == claim.StatusSucceeded {
+		log.Info("job finished", fields...)
+	} else {
+		log.Warn("job finished", fields...)
+	}
+	fin := claim.Finish{Status: rep.Status, ExitCode: code, OutputTail: tail,
+		StartedAt: start.UTC(), FinishedAt: end.UTC()}
+	rep.Recorded, rep.Fenced, rep.Err = r.record(ctx, clk, log, e.Fence, fin,
+		max(recordWindow, job.Lease), ctx.Done())
+	return rep
+}
+
+// notStarted records a command that could not be started as failed, exit
+// code -1, with the error as its output.
+func (r *Runner) notStarted(ctx context.Context, clk clock.Clock, log *zap.Logger, e Execution, start time.Time, err error) Report {
+	log.Error("job could not be started", zap.Error(err))
+	now := clk.Now()
+	rep := Report{Status: claim.StatusFailed, ExitCode: notStartedCode, Duration: now.Sub(start)}
+	fin := claim.Finish{Status: claim.StatusFailed, ExitCode: notStartedCode,
+		OutputTail: truncateTail(err.Error()+"\n", e.Job.OutputTailBytes),
+		StartedAt:  start.UTC(), FinishedAt: now.UTC()}
+	var recErr error
+	rep.Recorded, rep.Fenced, recErr = r.record(ctx, clk, log, e.Fence, fin,
+		max(recordWindow, e.Job.Lease), ctx.Done())
+	rep.Err = err
+	if recErr != nil {
+		rep.Err = errors.Join(err, recErr)
+	}
+	return rep
+}
+
+// hardStop ends an attempt that the daemon's hard stop interrupted: lease
+// backends release the lease, claim-only backends record it as interrupted.
+func (r *Runner) hardStop(ctx context.Context, clk clock.Clock, log *zap.Logger, e Execution, leaser claim.Leaser, rep Report, tail string) Report {
+	rep.Err = ErrStopped
+	if leaser != nil {
+		_, err := retry(ctx, clk, releaseWindow, nil, func(ctx context.Context) error {
+			return leaser.Release(ctx, e.Fence)
+		}, func(err error) { log.Warn("releasing the lease failed; retrying", zap.Error(err)) })
+		switch {
+		case err == nil:
+			rep.Released = true
+			log.Info("lease released for a backup to take over", zap.Int("exit_code", rep.ExitCode))
+		case errors.Is(err, claim.ErrFenced):
+			rep.Fenced = true
+			log.Warn("lease not released: the run belongs to a newer attempt", zap.Error(err))
+		default:
+			log.Error("lease not released; a backup takes over when it ends", zap.Error(err))
+			rep.Err = errors.Join(ErrStopped, fmt.Errorf("releasing the lease: %w", err))
+		}
+		return rep
+	}
+	rep.Status = claim.StatusInterrupted
+	now := clk.Now()
+	fin := claim.Finish{Status: claim.StatusInterrupted, ExitCode: rep.ExitCode, OutputTail: tail,
+		StartedAt: now.Add(-rep.Duration).UTC(), FinishedAt: now.UTC()}
+	var err error
+	rep.Recorded, rep.Fenced, err = r.record(ctx, clk, log, e.Fence, fin, releaseWindow, nil)
+	if err != nil {
+		rep.Err = errors.Join(ErrStopped, err)
+	}
+	return rep
+}
+
+// record stores fin with Finish, retrying transport errors for window or
+// until giveUp is closed.
+func (r *Runner) record(ctx context.Context, clk clock.Clock, log *zap.Logger, f claim.Fence, fin claim.Finish, window time.Duration, giveUp <-chan struct{}) (recorded, fenced bool, err error) {
+	attempts, err := retry(ctx, clk, window, giveUp, func(ctx context.Context) error {
+		return r.Backend.Finish(ctx, f, fin)
+	}, func(err error) { log.Warn("recording the result failed; retrying", zap.Error(err)) })
+	switch {
+	case err == nil:
+		if attempts > 1 {
+			log.Info("result recorded", zap.Int("attempts", attempts))
+		}
+		return true, false, nil
+	case errors.Is(err, claim.ErrFenced):
+		log.Warn("result not recorded: run belongs to a newer attempt", zap.Error(err))
+		return false, true, fmt.Errorf("recording the result: %w", err)
+	default:
+		log.Error("result not recorded", zap.Error(err), zap.Int("attempts", attempts))
+		return false, false, fmt.Errorf("recording the result: %w", err)
+	}
+}
+
+// retry calls op until it succeeds or fails for good (claim.ErrFenced,
+// claim.ErrNotFound), retrying other errors with backoff on clk for window,
+// or until giveUp is closed. onFirstFailure is called once, at the first
+// retried error. The calls run under ctx without its cancellation: retry is
+// used after the daemon's hard stop too.
+func retry(ctx context.Context, clk clock.Clock, window time.Duration, giveUp <-chan struct{}, op func(context.Context) error, onFirstFailure func(error)) (int, error) {
+	wctx, cancel := withClockTimeout(context.WithoutCancel(ctx), clk, window)
+	defer cancel()
+	backoff := backoffMin
+	for attempt := 1; ; attempt++ {
+		err := op(wctx)
+		if err == nil || errors.Is(err, claim.ErrFenced) || errors.Is(err, claim.ErrNotFound) {
+			return attempt, err
+		}
+		if attempt == 1 {
+			onFirstFailure(err)
+		}
+		t := clk.NewTimer(backoff)
+		select {
+		case <-t.C():
+		case <-wctx.Done():
+			t.Stop()
+			return attempt, err
+		case <-giveUp:
+			t.Stop()
+			return attempt, err
+		}
+		backoff = min(2*backoff, backoffMax)
+	}
+}
+
+// withClockTimeout is context.WithTimeout on clk.
+func withClockTimeout(parent context.Context, clk clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	t := clk.NewTimer(d)
+	go func() {
+		select {
+		case <-t.C():
+			cancel(context.DeadlineExceeded)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		t.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+// fields are the zap fields every message about the attempt carries.
+func (r *Runner) fields(e Execution) []zap.Field {
+	slot, _ := slotOf(e)
+	return []zap.Field{
+		zap.String("job", jobName(e)),
+		zap.String("slot", slotString(slot)),
+		zap.Int("attempt", e.Fence.Attempt),
+		zap.String("instance", r.Instance),
+		zap.String("token", e.Fence.Token.Short()),
+	}
+}
+
+// slotOf returns the run's slot in UTC and in ms since the epoch.
+func slotOf(e Execution) (time.Time, int64) {
+	ms := e.Fence.Slot
+	if ms == 0 && !e.Slot.IsZero() {
+		ms = e.Slot.UnixMilli()
+	}
+	return time.UnixMilli(ms).UTC(), ms
+}
+
+// slotString formats a slot in RFC 3339, UTC, with milliseconds only when
+// the slot has them: 2027-03-28T01:00:00Z, 2027-03-28T01:00:00.250Z.
+func slotString(t time.Time) string {
+	if t.Nanosecond() != 0 {
+		return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func jobName(e Execution) string {
+	if e.Job.Name != "" {
+		return e.Job.Name
+	}
+	return e.Fence.Job
+}

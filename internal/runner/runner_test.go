@@ -1,0 +1,471 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/clock"
+)
+
+func TestEnvironment(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, slot string
+		at         time.Time
+	}{
+		{"whole second", "2027-03-28T01:00:00Z", testSlot},
+		{"milliseconds", "2027-03-28T01:00:00.250Z", testSlot.Add(250 * time.Millisecond)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := &store{}
+			r, _ := newRunner(t, s, clock.Real{})
+			r.BaseEnv = append(r.BaseEnv, superviseEnv+`={"parent":1}`, "ANARCHON_TOKEN=spoofed")
+			job := shellJob("envjob", "")
+			job.Args = []string{"/usr/bin/env"}
+			job.Env = map[string]string{"SHARED": "job", "JOB_ONLY": "j", "ANARCHON_JOB": "spoofed"}
+			e := execution(job)
+			e.Slot, e.Fence.Slot = tc.at, tc.at.UnixMilli()
+			rep := run(t, r, context.Background(), e, 30*time.Second)
+			if rep.Status != claim.StatusSucceeded || !rep.Recorded || rep.Err != nil {
+				t.Fatalf("report = %+v", rep)
+			}
+			fins, _ := s.finished()
+			env := map[string]string{}
+			for _, line := range strings.Split(strings.TrimSpace(fins[0].OutputTail), "\n") {
+				k, v, _ := strings.Cut(line, "=")
+				env[k] = v
+			}
+			want := map[string]string{
+				"BASE_ONLY":         "base",
+				"SHARED":            "job",
+				"JOB_ONLY":          "j",
+				"ANARCHON_JOB":      "envjob",
+				"ANARCHON_SLOT":     tc.slot,
+				"ANARCHON_SLOT_MS":  strconv.FormatInt(tc.at.UnixMilli(), 10),
+				"ANARCHON_ATTEMPT":  "2",
+				"ANARCHON_TOKEN":    string(testToken),
+				"ANARCHON_INSTANCE": "test-1",
+			}
+			for k, v := range want {
+				if env[k] != v {
+					t.Errorf("%s = %q, want %q", k, env[k], v)
+				}
+			}
+			if v, ok := env[superviseEnv]; ok {
+				t.Errorf("the job sees the supervisor's %s=%s", superviseEnv, v)
+			}
+		})
+	}
+}
+
+func TestShellAndArgs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		command string
+		args    []string
+		want    string
+	}{
+		{"shell", `echo "sum=$((1+2))"; echo "$0"`, nil, "sum=3\n/bin/sh\n"},
+		{"args, no shell", "", []string{"/bin/echo", "a  b", "$HOME", ";", "exit 3"}, "a  b $HOME ; exit 3\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := &store{}
+			r, _ := newRunner(t, s, clock.Real{})
+			job := shellJob("argv", tc.command)
+			job.Args = tc.args
+			rep := run(t, r, context.Background(), execution(job), 30*time.Second)
+			fins, _ := s.finished()
+			if rep.Status != claim.StatusSucceeded || len(fins) != 1 || fins[0].OutputTail != tc.want {
+				t.Fatalf("report %+v, finishes %+v; want output %q", rep, fins, tc.want)
+			}
+		})
+	}
+}
+
+func TestWorkdir(t *testing.T) {
+	t.Parallel()
+	t.Run("used", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		s := &store{}
+		r, _ := newRunner(t, s, clock.Real{})
+		job := shellJob("wd", "pwd")
+		job.Workdir = dir
+		rep := run(t, r, context.Background(), execution(job), 30*time.Second)
+		fins, _ := s.finished()
+		if rep.Status != claim.StatusSucceeded || fins[0].OutputTail != dir+"\n" {
+			t.Fatalf("report %+v, output %q; want %q", rep, fins[0].OutputTail, dir+"\n")
+		}
+	})
+	t.Run("missing", func(t *testing.T) {
+		t.Parallel()
+		s := &store{}
+		r, _ := newRunner(t, s, clock.Real{})
+		job := shellJob("wd", "pwd")
+		job.Workdir = filepath.Join(t.TempDir(), "nope")
+		rep := run(t, r, context.Background(), execution(job), 30*time.Second)
+		fins, _ := s.finished()
+		if rep.Status != claim.StatusFailed || rep.ExitCode != -1 || !rep.Recorded ||
+			rep.Err == nil || !strings.Contains(rep.Err.Error(), `job "wd": workdir`) {
+			t.Fatalf("report = %+v", rep)
+		}
+		if fins[0].Status != claim.StatusFailed || fins[0].ExitCode != -1 ||
+			!strings.Contains(fins[0].OutputTail, "no such file or directory") {
+			t.Fatalf("recorded %+v", fins[0])
+		}
+	})
+}
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		command string
+		args    []string
+		code    int
+		status  claim.Status
+		output  string
+	}{
+		{"zero", "true", nil, 0, claim.StatusSucceeded, ""},
+		{"three", "exit 3", nil, 3, claim.StatusFailed, ""},
+		{"killed by a signal", "kill -9 $$", nil, 137, claim.StatusFailed, ""},
+		{"program not found", "", []string{"/nonexistent/program"}, 127, claim.StatusFailed, "anarchond supervise: "},
+		{"not executable", "", []string{"/etc/hostname"}, 126, claim.StatusFailed, "anarchond supervise: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := &store{}
+			r, _ := newRunner(t, s, clock.Real{})
+			job := shellJob("codes", tc.command)
+			job.Args = tc.args
+			rep := run(t, r, context.Background(), execution(job), 30*time.Second)
+			if rep.Status != tc.status || rep.ExitCode != tc.code || !rep.Recorded || rep.Fenced || rep.Err != nil {
+				t.Fatalf("report = %+v, want %s/%d", rep, tc.status, tc.code)
+			}
+			fins, _ := s.finished()
+			f := fins[0]
+			if f.Status != tc.status || f.ExitCode != tc.code || !strings.Contains(f.OutputTail, tc.output) {
+				t.Fatalf("recorded %+v", f)
+			}
+			if f.StartedAt.IsZero() || f.FinishedAt.Before(f.StartedAt) {
+				t.Fatalf("recorded times %v .. %v", f.StartedAt, f.FinishedAt)
+			}
+			if s.fences[0] != execution(job).Fence {
+				t.Fatalf("recorded with fence %v", s.fences[0])
+			}
+		})
+	}
+}
+
+func TestOutputTail(t *testing.T) {
+	t.Parallel()
+	s := &store{}
+	r, _ := newRunner(t, s, clock.Real{})
+	job := shellJob("tail", `printf 'first\n'; printf '0123456789abcdefghij\n'`)
+	job.OutputTailBytes = 16
+	rep := run(t, r, context.Background(), execution(job), 30*time.Second)
+	fins, _ := s.finished()
+	if rep.Status != claim.StatusSucceeded || fins[0].OutputTail != "56789abcdefghij\n" {
+		t.Fatalf("report %+v, tail %q", rep, fins[0].OutputTail)
+	}
+}
+
+func TestTailUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"aé", 2, "é"},
+		{"aé", 1, ""},   // the cut rune is dropped
+		{"x€y", 3, "y"}, // two continuation bytes dropped
+		{"ab\xffc", 4, "ab?c"},
+		{"abc", 0, ""},
+	} {
+		if got := truncateTail(tc.in, tc.n); got != tc.want {
+			t.Errorf("truncateTail(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestOutputLogged(t *testing.T) {
+	t.Parallel()
+	s := &store{}
+	r, logs := newRunner(t, s, clock.Real{})
+	job := shellJob("logged", `echo to stdout; echo to stderr >&2; printf 'no newline'`)
+	rep := run(t, r, context.Background(), execution(job), 30*time.Second)
+	if rep.Status != claim.StatusSucceeded {
+		t.Fatalf("report = %+v", rep)
+	}
+	want := map[string]struct {
+		level  zapcore.Level
+		stream string
+	}{
+		"to stdout":  {zapcore.InfoLevel, "stdout"},
+		"to stderr":  {zapcore.WarnLevel, "stderr"},
+		"no newline": {zapcore.InfoLevel, "stdout"},
+	}
+	for msg, w := range want {
+		entries := logs.FilterMessage(msg).All()
+		if len(entries) != 1 {
+			t.Fatalf("%d log entries %q, want 1", len(entries), msg)
+		}
+		e := entries[0]
+		fields := e.ContextMap()
+		if e.Level != w.level || fields["stream"] != w.stream || fields["job"] != "logged" ||
+			fields["slot"] != "2027-03-28T01:00:00Z" || fields["attempt"] != int64(2) ||
+			fields["instance"] != "test-1" || fields["token"] != "01234567" {
+			t.Errorf("entry %q: level %v, fields %v", msg, e.Level, fields)
+		}
+	}
+}
+
+func TestLongLinesSplit(t *testing.T) {
+	t.Parallel()
+	s := &store{}
+	r, logs := newRunner(t, s, clock.Real{})
+	job := shellJob("long", `head -c 150000 /dev/zero | tr '\0' x; echo`)
+	job.OutputTailBytes = 100
+	rep := run(t, r, context.Background(), execution(job), 30*time.Second)
+	if rep.Status != claim.StatusSucceeded {
+		t.Fatalf("report = %+v", rep)
+	}
+	var sizes []int
+	var partial []bool
+	for _, e := range logs.FilterField(zapcore.Field{Key: "stream", Type: zapcore.StringType, String: "stdout"}).All() {
+		sizes = append(sizes, len(e.Message))
+		partial = append(partial, e.ContextMap()["partial"] == true)
+	}
+	if len(sizes) != 3 || sizes[0] != maxLineBytes || sizes[1] != maxLineBytes ||
+		sizes[2] != 150000-2*maxLineBytes || !partial[0] || !partial[1] || partial[2] {
+		t.Fatalf("logged pieces %v (partial %v)", sizes, partial)
+	}
+	fins, _ := s.finished()
+	if fins[0].OutputTail != strings.Repeat("x", 99)+"\n" {
+		t.Fatalf("tail %q", fins[0].OutputTail)
+	}
+}
+
+// The timeout stops the whole process group: the shell and the sleep it
+// waits for in the foreground.
+func TestTimeoutKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := &store{}
+	r, _ := newRunner(t, s, clock.Real{})
+	job := shellJob("slow", `echo $$ > sh.tmp && mv sh.tmp sh.pid
+sh -c 'echo $$ > sleep.tmp && mv sleep.tmp sleep.pid && exec sleep 30'; echo done`)
+	job.Workdir = dir
+	job.Timeout = 300 * time.Millisecond
+	job.KillGrace = 20 * time.Second
+	rep := run(t, r, context.Background(), execution(job), 15*time.Second)
+	if rep.Status != claim.StatusTimeout || rep.ExitCode != 143 || !rep.Recorded {
+		t.Fatalf("report = %+v", rep)
+	}
+	if rep.Duration >= job.KillGrace {
+		t.Fatalf("the job ran %v: SIGTERM did not stop it", rep.Duration)
+	}
+	fins, _ := s.finished()
+	if fins[0].Status != claim.StatusTimeout || fins[0].ExitCode != 143 || strings.Contains(fins[0].OutputTail, "done") {
+		t.Fatalf("recorded %+v", fins[0])
+	}
+	waitDead(t, readPid(t, dir, "sh.pid"), readPid(t, dir, "sleep.pid"))
+}
+
+func TestTimeoutEscalatesToKill(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := &store{}
+	r, logs := newRunner(t, s, clock.Real{})
+	// Ignoring TERM is inherited by the sleep: only SIGKILL ends them.
+	job := shellJob("stubborn", `trap '' TERM; echo $$ > sh.tmp && mv sh.tmp sh.pid; sleep 30`)
+	job.Workdir = dir
+	job.Timeout = 200 * time.Millisecond
+	job.KillGrace = 300 * time.Millisecond
+	rep := run(t, r, context.Background(), execution(job), 15*time.Second)
+	if rep.Status != claim.StatusTimeout || rep.ExitCode != 137 || !rep.Recorded {
+		t.Fatalf("report = %+v", rep)
+	}
+	if logs.FilterMessage("job still running after SIGTERM; sending SIGKILL to its process group").Len() != 1 {
+		t.Fatal("no SIGKILL logged")
+	}
+	waitDead(t, readPid(t, dir, "sh.pid"))
+}
+
+// The daemon's SIGTERM reaches the supervisor too; it must not kill the
+// group then, so that the job's own handler runs.
+func TestTimeoutLetsTheJobCleanUp(t *testing.T) {
+	t.Parallel()
+	s := &store{}
+	r, _ := newRunner(t, s, clock.Real{})
+	job := shellJob("tidy", `trap 'echo cleaning up; exit 0' TERM; sleep 30 & wait`)
+	job.Timeout = 300 * time.Millisecond
+	job.KillGrace = 20 * time.Second
+	rep := run(t, r, context.Background(), execution(job), 15*time.Second)
+	fins, _ := s.finished()
+	if rep.Status != claim.StatusTimeout || rep.ExitCode != 0 || fins[0].OutputTail != "cleaning up\n" {
+		t.Fatalf("report %+v, recorded %+v", rep, fins)
+	}
+}
+
+// Background processes left in the group when the command exits are killed,
+// and their hold on the output pipe does not delay the result.
+func TestLeftoverProcessesKilled(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := &store{}
+	r, _ := newRunner(t, s, clock.Real{})
+	job := shellJob("leaver", `sleep 30 & echo $! > sleep.tmp && mv sleep.tmp sleep.pid; echo bye`)
+	job.Workdir = dir
+	began := time.Now()
+	rep := run(t, r, context.Background(), execution(job), 15*time.Second)
+	if took := time.Since(began); took >= drainTimeout {
+		t.Fatalf("Run took %v: it waited for the leftover's output", took)
+	}
+	fins, _ := s.finished()
+	if rep.Status != claim.StatusSucceeded || fins[0].OutputTail != "bye\n" {
+		t.Fatalf("report %+v, recorded %+v", rep, fins)
+	}
+	waitDead(t, readPid(t, dir, "sleep.pid"))
+}
+
+func TestFinishFenced(t *testing.T) {
+	t.Parallel()
+	s := &store{finishErr: []error{claim.ErrFenced}}
+	r, logs := newRunner(t, s, clock.Real{})
+	rep := run(t, r, context.Background(), execution(shellJob("late", "true")), 30*time.Second)
+	if !rep.Fenced || rep.Recorded || rep.Status != claim.StatusSucceeded || !errors.Is(rep.Err, claim.ErrFenced) {
+		t.Fatalf("report = %+v", rep)
+	}
+	if logs.FilterMessage("result not recorded: run belongs to a newer attempt").FilterLevelExact(zapcore.WarnLevel).Len() != 1 {
+		t.Fatal("fenced Finish not logged at warn")
+	}
+}
+
+func TestFinishRetriesTransportErrors(t *testing.T) {
+	t.Parallel()
+	s := &store{finishErr: []error{errTransport, errTransport}}
+	r, logs := newRunner(t, s, clock.Real{})
+	rep := run(t, r, context.Background(), execution(shellJob("flaky", "exit 4")), 30*time.Second)
+	fins, calls := s.finished()
+	if !rep.Recorded || rep.Err != nil || calls != 3 || len(fins) != 1 || fins[0].ExitCode != 4 {
+		t.Fatalf("report %+v, %d calls, recorded %+v", rep, calls, fins)
+	}
+	if logs.FilterMessage("recording the result failed; retrying").Len() != 1 {
+		t.Fatal("the retried failure is not logged exactly once")
+	}
+}
+
+func TestRunAsUser(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	s := &store{}
+	r, _ := newRunner(t, s, clock.Real{})
+	rep := run(t, r, context.Background(),
+		execution(shellJob("asuser", `id -u; id -g; echo "home=$HOME user=$USER"`)), 30*time.Second)
+	if rep.Status != claim.StatusSucceeded {
+		t.Fatalf("report = %+v", rep)
+	}
+	// Without user: the daemon's own.
+	fins, _ := s.finished()
+	if !strings.HasPrefix(fins[0].OutputTail, "0\n0\n") {
+		t.Fatalf("as root: %q", fins[0].OutputTail)
+	}
+
+	job := shellJob("asuser", `id -u; id -g; echo "home=$HOME user=$USER"`)
+	job.User = "nobody"
+	job.Env = map[string]string{"USER": "from-env"} // the job's env: wins
+	rep = run(t, r, context.Background(), execution(job), 30*time.Second)
+	fins, _ = s.finished()
+	if want := "65534\n65534\nhome=/nonexistent user=from-env\n"; rep.Status != claim.StatusSucceeded || fins[1].OutputTail != want {
+		t.Fatalf("report %+v, output %q, want %q", rep, fins[1].OutputTail, want)
+	}
+}
+
+func TestUserChecks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, user string
+		euid       int
+		err        string // "": runs
+	}{
+		{"another user needs root", "nobody", 1000, `job "asuser": user "nobody" requires the daemon to run as root`},
+		{"the daemon's own user", "nobody", 65534, ""},
+		{"unknown user", "no-such-user-anarchon", 0, `job "asuser": user "no-such-user-anarchon": `},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := &store{}
+			r, logs := newRunner(t, s, clock.Real{})
+			r.geteuid = func() int { return tc.euid }
+			job := shellJob("asuser", "true")
+			job.User = tc.user
+			rep := run(t, r, context.Background(), execution(job), 30*time.Second)
+			fins, _ := s.finished()
+			if tc.err == "" {
+				if rep.Status != claim.StatusSucceeded || rep.Err != nil {
+					t.Fatalf("report = %+v", rep)
+				}
+				return
+			}
+			if rep.Err == nil || !strings.HasPrefix(rep.Err.Error(), tc.err) ||
+				rep.Status != claim.StatusFailed || rep.ExitCode != -1 || !rep.Recorded {
+				t.Fatalf("report = %+v, want error %q", rep, tc.err)
+			}
+			if fins[0].Status != claim.StatusFailed || fins[0].ExitCode != -1 || !strings.HasPrefix(fins[0].OutputTail, tc.err) {
+				t.Fatalf("recorded %+v", fins[0])
+			}
+			if logs.FilterMessage("job could not be started").Len() != 1 {
+				t.Fatal("start failure not logged")
+			}
+		})
+	}
+}
+
+func TestNoSupervisor(t *testing.T) {
+	t.Parallel()
+	s := &store{}
+	r, _ := newRunner(t, s, clock.Real{})
+	r.Supervisor = nil
+	rep := run(t, r, context.Background(), execution(shellJob("x", "true")), 30*time.Second)
+	if rep.Status != claim.StatusFailed || rep.ExitCode != -1 || rep.Err == nil ||
+		!strings.Contains(rep.Err.Error(), "no supervisor") {
+		t.Fatalf("report = %+v", rep)
+	}
+}
+
+// On a claim-only backend a hard stop records the run as interrupted: no
+// backup will ever run it.
+func TestHardStopClaimOnlyRecordsInterrupted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := &store{}
+	r, _ := newRunner(t, s, clock.Real{})
+	job := shellJob("stopped", `echo $$ > sh.tmp && mv sh.tmp sh.pid; exec sleep 30`)
+	job.Workdir = dir
+	ctx, cancel := context.WithCancel(context.Background())
+	done := startRun(r, ctx, execution(job))
+	pid := readPid(t, dir, "sh.pid")
+	cancel()
+	rep := await(t, done, 15*time.Second)
+	fins, _ := s.finished()
+	if rep.Status != claim.StatusInterrupted || !rep.Recorded || rep.Released || !errors.Is(rep.Err, ErrStopped) ||
+		rep.ExitCode != 143 || len(fins) != 1 || fins[0].Status != claim.StatusInterrupted || fins[0].ExitCode != 143 {
+		t.Fatalf("report %+v, recorded %+v", rep, fins)
+	}
+	waitDead(t, pid)
+}

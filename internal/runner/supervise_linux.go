@@ -1,0 +1,94 @@
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+)
+
+// SuperviseMain is the body of the hidden `anarchond supervise -- <argv...>`
+// command; argv is the job's argv (a leading "--" is skipped). It returns the
+// exit code for os.Exit.
+//
+// The runner starts the supervisor as the leader of a new process group with
+// the parent-death signal SIGTERM, and passes the daemon's pid, the workdir
+// and the job's credentials in ANARCHON_SUPERVISE. The supervisor starts the
+// job in its own process group, with its own stdio and environment (without
+// ANARCHON_SUPERVISE), and waits for it. On SIGTERM, SIGINT or SIGHUP it
+// checks its parent: if the daemon is gone (the parent-death signal) it
+// SIGKILLs the whole group, itself included; otherwise the signal came from
+// the daemon to the whole group, the job got it too, and the supervisor keeps
+// waiting. It exits with the job's exit code, 128+N if the job was killed by
+// signal N, 127 if the program was not found, 126 if it could not be
+// started, and 125 when the supervisor itself is misused.
+func SuperviseMain(argv []string) int {
+	// Catch, not ignore: an ignored disposition would be inherited by the job.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	if len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "anarchond supervise: no command given")
+		return exitSupervisorError
+	}
+	var spec superviseSpec
+	if s, ok := os.LookupEnv(superviseEnv); ok {
+		if err := json.Unmarshal([]byte(s), &spec); err != nil {
+			fmt.Fprintf(os.Stderr, "anarchond supervise: %s: %v\n", superviseEnv, err)
+			return exitSupervisorError
+		}
+		os.Unsetenv(superviseEnv)
+	}
+	if spec.Parent == 0 {
+		spec.Parent = os.Getppid()
+	}
+	orphaned := func() bool { return os.Getppid() != spec.Parent }
+	// The daemon may have died before the handler was installed.
+	if orphaned() {
+		killGroup()
+	}
+
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Dir = spec.Dir
+	if spec.UID != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{
+			Uid: *spec.UID, Gid: spec.GID, Groups: spec.Groups,
+		}}
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "anarchond supervise: %v\n", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return exitNotFound
+		}
+		return exitCannotExecute
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	for {
+		select {
+		case <-done:
+			return exitCodeOf(cmd.ProcessState)
+		case <-sigs:
+			if orphaned() {
+				killGroup()
+			}
+		}
+	}
+}
+
+// killGroup SIGKILLs the supervisor's process group, the supervisor included.
+func killGroup() {
+	_ = syscall.Kill(0, syscall.SIGKILL)
+	os.Exit(128 + int(syscall.SIGKILL)) // not reached
+}

@@ -1,0 +1,201 @@
+package schedule
+
+import (
+	"math/bits"
+	"time"
+
+	"github.com/adhocore/gronx"
+)
+
+// horizon is how far Next looks for a slot. Eight years always contain a
+// 29 February, so "0 0 29 2 *" never looks impossible.
+const horizonYears = 8
+
+// cron is a parsed 5- or 6-field expression in a zone.
+//
+// Wall-clock times are handled as "naive" times: a time.Time in UTC whose
+// fields are the wall clock's fields, so that calendar arithmetic on them
+// knows nothing of daylight saving.
+type cron struct {
+	expr  string
+	loc   *time.Location
+	fixed bool // neither minute nor hour begins with '*': see the package doc
+
+	// bit v set: value v matches (as gronx decided at Parse time)
+	second, minute, hour, month uint64
+
+	dom, dow string // gronx's day-of-month and day-of-week segments
+	anyDay   bool   // both are '*' or '?': every day matches
+}
+
+func (c *cron) String() string { return c.expr }
+
+// Next returns the first slot strictly after t.
+func (c *cron) Next(t time.Time) time.Time {
+	u0 := t.Truncate(time.Second).Add(time.Second) // first candidate instant
+	var chk gronx.SegmentChecker
+	if c.fixed {
+		return c.nextFixed(&chk, u0)
+	}
+	return c.nextElapsed(&chk, u0)
+}
+
+// nextElapsed returns the first instant u >= u0 whose wall time matches.
+// It walks the zone's periods of constant UTC offset: inside one, wall time
+// is instant plus offset, so it searches the period's wall-time range.
+func (c *cron) nextElapsed(chk *gronx.SegmentChecker, u0 time.Time) time.Time {
+	limit := u0.AddDate(horizonYears, 0, 0)
+	for u := u0; u.Before(limit); {
+		local := u.In(c.loc)
+		_, off := local.Zone()
+		_, end := local.ZoneBounds()
+		hi := limit
+		if !end.IsZero() && end.Before(limit) {
+			hi = end
+		}
+		if w, ok := c.nextWall(chk, naive(u, off), naive(hi, off)); ok {
+			return w.Add(-time.Duration(off) * time.Second)
+		}
+		u = hi
+	}
+	return time.Time{}
+}
+
+// nextFixed returns the first slot >= u0 of a fixed-time job. Mapping each
+// wall time to its slot (first occurrence, or the end of the gap it falls
+// into) never decreases, so it finds the smallest wall time whose slot can
+// be >= u0 and searches upwards from there.
+func (c *cron) nextFixed(chk *gronx.SegmentChecker, u0 time.Time) time.Time {
+	local := u0.In(c.loc)
+	_, off := local.Zone()
+	from := naive(u0, off)
+	if start, _ := local.ZoneBounds(); !start.IsZero() {
+		_, prev := start.Add(-time.Second).In(c.loc).Zone()
+		switch {
+		case prev > off && from.Before(naive(start, prev)):
+			// u0 is in the second copy of a repeated hour: the wall times
+			// of that hour had their slot at their first occurrence.
+			from = naive(start, prev)
+		case prev < off && u0.Equal(start):
+			// u0 is the end of a gap: the gap's wall times have it as slot.
+			from = naive(start, prev)
+		}
+	}
+	limit := from.AddDate(horizonYears, 0, 0)
+	for {
+		w, ok := c.nextWall(chk, from, limit)
+		if !ok {
+			return time.Time{}
+		}
+		if u := c.firstInstant(w); !u.Before(u0) {
+			return u
+		}
+		from = w.Add(time.Second) // not reached for real zones; keeps the loop safe
+	}
+}
+
+// firstInstant maps a wall time to a fixed-time job's slot: the first
+// instant showing it, or the instant that ends the gap it falls into.
+func (c *cron) firstInstant(w time.Time) time.Time {
+	y, mo, d := w.Date()
+	h, mi, s := w.Clock()
+	u := time.Date(y, mo, d, h, mi, s, 0, c.loc) // one of the instants, or near the gap
+	_, off := u.Zone()
+	start, end := u.ZoneBounds()
+	switch shown := naive(u, off); {
+	case shown.Equal(w):
+		// time.Date may have picked the second occurrence: look for one in
+		// the previous period.
+		if !start.IsZero() {
+			_, prev := start.Add(-time.Second).In(c.loc).Zone()
+			early := w.Add(-time.Duration(prev) * time.Second)
+			if _, o := early.In(c.loc).Zone(); o == prev && early.Before(start) {
+				return early
+			}
+		}
+		return u.UTC()
+	case shown.After(w):
+		// w is in a gap that ends where u's period starts.
+		return start.UTC()
+	default:
+		// w is in a gap that starts where u's period ends.
+		return end.UTC()
+	}
+}
+
+// naive returns the wall time of instant u at UTC offset off (seconds).
+func naive(u time.Time, off int) time.Time {
+	return u.UTC().Add(time.Duration(off) * time.Second)
+}
+
+// nextWall returns the first matching naive wall time w with lo <= w < hi,
+// skipping whole months, days, hours and minutes that cannot match.
+func (c *cron) nextWall(chk *gronx.SegmentChecker, lo, hi time.Time) (time.Time, bool) {
+	lo = lo.Truncate(time.Second)
+	y, mo, d := lo.Date()
+	h0, m0, s0 := lo.Clock()
+	for day := time.Date(y, mo, d, 0, 0, 0, 0, time.UTC); day.Before(hi); {
+		y, mo, d = day.Date()
+		if c.month&(1<<mo) == 0 {
+			day = time.Date(y, mo+1, 1, 0, 0, 0, 0, time.UTC)
+			h0, m0, s0 = 0, 0, 0
+			continue
+		}
+		if ok, _ := c.dayDue(chk, day); ok {
+			if w, ok := c.inDay(day, h0, m0, s0); ok {
+				if w.Before(hi) {
+					return w, true
+				}
+				return time.Time{}, false
+			}
+		}
+		day = time.Date(y, mo, d+1, 0, 0, 0, 0, time.UTC)
+		h0, m0, s0 = 0, 0, 0
+	}
+	return time.Time{}, false
+}
+
+// inDay returns the first matching time of day at or after h0:m0:s0.
+func (c *cron) inDay(day time.Time, h0, m0, s0 int) (time.Time, bool) {
+	for h := nextBit(c.hour, h0); h >= 0; h = nextBit(c.hour, h+1) {
+		mFrom := 0
+		if h == h0 {
+			mFrom = m0
+		}
+		for m := nextBit(c.minute, mFrom); m >= 0; m = nextBit(c.minute, m+1) {
+			sFrom := 0
+			if h == h0 && m == m0 {
+				sFrom = s0
+			}
+			if s := nextBit(c.second, sFrom); s >= 0 {
+				y, mo, d := day.Date()
+				return time.Date(y, mo, d, h, m, s, 0, time.UTC), true
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// nextBit returns the smallest set bit of set that is >= from, or -1.
+func nextBit(set uint64, from int) int {
+	if from > 63 {
+		return -1
+	}
+	rest := set & (^uint64(0) << from)
+	if rest == 0 {
+		return -1
+	}
+	return bits.TrailingZeros64(rest)
+}
+
+// dayDue asks gronx whether the day-of-month and day-of-week fields match
+// the civil date of day, with gronx's rule for combining the two.
+func (c *cron) dayDue(chk *gronx.SegmentChecker, day time.Time) (bool, error) {
+	if c.anyDay {
+		return true, nil
+	}
+	y, mo, d := day.Date()
+	chk.SetRef(time.Date(y, mo, d, 12, 0, 0, 0, time.UTC))
+	g := gronx.Gronx{C: chk}
+	return g.SegmentsDue([]string{"*", "*", "*", c.dom, "*", c.dow})
+}

@@ -1,0 +1,45 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/schedule"
+)
+
+// entry is one job in the scheduler's heap, keyed by its next slot.
+type entry struct {
+	job   config.Job
+	sched schedule.Schedule
+	next  time.Time // zero: the schedule has no more slots
+	index int
+}
+
+// slotHeap orders entries by next slot, then by job name so that the order
+// of jobs due together is stable.
+type slotHeap []*entry
+
+func (h slotHeap) Len() int { return len(h) }
+func (h slotHeap) Less(i, j int) bool {
+	if !h[i].next.Equal(h[j].next) {
+		return h[i].next.Before(h[j].next)
+	}
+	return h[i].job.Name < h[j].job.Name
+}
+func (h slotHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *slotHeap) Push(x any) {
+	e := x.(*entry)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+func (h *slotHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	e.index = -1
+	return e
+}

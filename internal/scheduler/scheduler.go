@@ -1,0 +1,450 @@
+// Package scheduler turns the crontab into claims: one timer for the earliest
+// next slot of all jobs (a heap), claims of slots due together sent
+// concurrently with a bound, re-sent with the same token on transport errors
+// until answered or late, backups that watch a run held by another instance,
+// and the graceful stop of SPEC §4.
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/runner"
+	"github.com/anarchon/anarchon/internal/schedule"
+)
+
+// Executor runs one won attempt; *runner.Runner is the production one.
+type Executor interface {
+	Run(ctx context.Context, e runner.Execution) runner.Report
+}
+
+// Hooks observe the scheduler (metrics, tests). Every field may be nil.
+type Hooks struct {
+	// Claimed is called with every answered claim.
+	Claimed func(job string, slot time.Time, res claim.Result, took time.Duration)
+	// ClaimFailed is called with every claim that got no answer.
+	ClaimFailed func(job string, slot time.Time, err error)
+	// Missed is called when n slots of job were older than maxLate.
+	Missed func(job string, n int)
+	// Finished is called with the report of every execution.
+	Finished func(job string, slot time.Time, rep runner.Report)
+}
+
+// Options configure a Scheduler.
+type Options struct {
+	Backend  claim.Backend
+	Clock    clock.Clock
+	Log      *zap.Logger
+	Instance string
+	Executor Executor
+	Hooks    Hooks
+	// ClaimConcurrency bounds the claims in flight at once (default 16).
+	ClaimConcurrency int
+	// ClaimTimeout bounds one claim request (default 10s).
+	ClaimTimeout time.Duration
+	// ShutdownGrace is how long running commands may finish after the
+	// scheduler's context is cancelled, before they are stopped.
+	ShutdownGrace time.Duration
+	// Retention, when positive and the backend is a claim.Pruner, prunes
+	// runs older than it every PruneEvery (default retention/24, within
+	// [1m, 1h]).
+	Retention  time.Duration
+	PruneEvery time.Duration
+	// MaxWait caps one wait of the timer so that a wall-clock step is
+	// noticed within it (default 30s).
+	MaxWait time.Duration
+}
+
+// Scheduler claims and runs the slots of a set of jobs.
+type Scheduler struct {
+	o      Options
+	leaser claim.Leaser // nil for claim-only backends
+	sem    chan struct{}
+	reload chan []*entry
+	health health
+	jobs   []*entry // the jobs Run starts with
+}
+
+// New checks the jobs' schedules and returns a scheduler for them.
+func New(o Options, jobs []config.Job) (*Scheduler, error) {
+	if o.Backend == nil || o.Clock == nil || o.Executor == nil {
+		return nil, errors.New("scheduler: backend, clock and executor are required")
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.ClaimConcurrency <= 0 {
+		o.ClaimConcurrency = 16
+	}
+	if o.ClaimTimeout <= 0 {
+		o.ClaimTimeout = 10 * time.Second
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = 30 * time.Second
+	}
+	if o.PruneEvery <= 0 {
+		o.PruneEvery = min(max(o.Retention/24, time.Minute), time.Hour)
+	}
+	entries, err := entriesOf(jobs)
+	if err != nil {
+		return nil, err
+	}
+	s := &Scheduler{
+		o:      o,
+		sem:    make(chan struct{}, o.ClaimConcurrency),
+		reload: make(chan []*entry),
+		jobs:   entries,
+	}
+	s.health.log = o.Log
+	s.leaser, _ = o.Backend.(claim.Leaser)
+	return s, nil
+}
+
+func entriesOf(jobs []config.Job) ([]*entry, error) {
+	entries := make([]*entry, 0, len(jobs))
+	for _, j := range jobs {
+		sc, err := schedule.Parse(j.Schedule, j.Location)
+		if err != nil {
+			return nil, fmt.Errorf("job %q: %w", j.Name, err)
+		}
+		entries = append(entries, &entry{job: j, sched: sc})
+	}
+	return entries, nil
+}
+
+// Reload replaces the jobs. Jobs whose schedule, zone and maxLate did not
+// change keep their place; new and changed jobs start after the last instant
+// the scheduler has dispatched, so no slot that was due is dropped. Running
+// executions are not disturbed. It returns once the loop has taken the new
+// set, or ctx is done.
+func (s *Scheduler) Reload(ctx context.Context, jobs []config.Job) error {
+	entries, err := entriesOf(jobs)
+	if err != nil {
+		return err
+	}
+	select {
+	case s.reload <- entries:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run schedules the jobs until ctx is cancelled, then stops claiming, lets
+// running commands finish for up to ShutdownGrace, stops the rest (their
+// leases released) and returns. Run may be called once.
+func (s *Scheduler) Run(ctx context.Context) error {
+	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRuns()
+	var wg sync.WaitGroup
+	if p, ok := s.o.Backend.(claim.Pruner); ok && s.o.Retention > 0 {
+		wg.Go(func() { s.pruneLoop(ctx, p) })
+	}
+
+	h := &slotHeap{}
+	start := s.o.Clock.Now()
+	for _, e := range s.jobs {
+		e.next = e.sched.Next(start.Add(-e.job.MaxLate))
+		if !e.next.IsZero() {
+			heap.Push(h, e)
+		}
+	}
+	cursor := start // every slot at or before cursor has been dispatched
+	timer := s.o.Clock.NewTimer(s.o.MaxWait)
+	defer timer.Stop()
+	for ctx.Err() == nil {
+		now := s.o.Clock.Now()
+		if h.Len() > 0 && !(*h)[0].next.After(now) {
+			s.dispatchDue(ctx, runCtx, &wg, h, now)
+			cursor = now
+			continue
+		}
+		wait := s.o.MaxWait
+		if h.Len() > 0 {
+			wait = min(wait, (*h)[0].next.Sub(now))
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+		case <-timer.C():
+		case fresh := <-s.reload:
+			h = s.replace(h, fresh, cursor)
+		}
+	}
+
+	s.o.Log.Info("stopping: no new claims; waiting for running jobs", zap.Duration("grace", s.o.ShutdownGrace))
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	grace := s.o.Clock.NewTimer(s.o.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-grace.C():
+	}
+	s.o.Log.Warn("shutdown grace over: stopping running jobs and releasing their leases")
+	stopRuns()
+	<-done
+	return nil
+}
+
+// replace swaps the heap's entries for fresh, keeping the place of jobs
+// whose timing did not change.
+func (s *Scheduler) replace(h *slotHeap, fresh []*entry, cursor time.Time) *slotHeap {
+	old := map[string]*entry{}
+	for _, e := range *h {
+		old[e.job.Name] = e
+	}
+	nh := &slotHeap{}
+	for _, e := range fresh {
+		if o, ok := old[e.job.Name]; ok && o.job.Schedule == e.job.Schedule &&
+			o.job.Timezone == e.job.Timezone && o.job.MaxLate == e.job.MaxLate {
+			e.next = o.next
+		} else {
+			e.next = e.sched.Next(cursor)
+		}
+		if !e.next.IsZero() {
+			heap.Push(nh, e)
+		}
+	}
+	s.o.Log.Info("crontab reloaded", zap.Int("jobs", len(fresh)))
+	return nh
+}
+
+// dispatchDue starts a claim for every slot due at now.
+func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup, h *slotHeap, now time.Time) {
+	for h.Len() > 0 && !(*h)[0].next.After(now) {
+		e := (*h)[0]
+		slot := e.next
+		if now.Sub(slot) > e.job.MaxLate {
+			e.next = s.skipMissed(e, slot, now)
+		} else {
+			job := e.job
+			wg.Go(func() { s.claimAndRun(ctx, runCtx, job, slot) })
+			e.next = e.sched.Next(slot)
+		}
+		if e.next.IsZero() {
+			heap.Pop(h)
+		} else {
+			heap.Fix(h, 0)
+		}
+	}
+}
+
+// maxMissedWalk bounds the slots counted one by one after a long pause or a
+// clock jump; beyond it the count is a lower bound.
+const maxMissedWalk = 10000
+
+// skipMissed logs and counts the slots of e from first on that are older
+// than maxLate at now, and returns the first slot that is not.
+func (s *Scheduler) skipMissed(e *entry, first, now time.Time) time.Time {
+	n, last, next := 1, first, e.sched.Next(first)
+	for !next.IsZero() && now.Sub(next) > e.job.MaxLate {
+		if n == maxMissedWalk {
+			next = e.sched.Next(now.Add(-e.job.MaxLate))
+			break
+		}
+		n, last, next = n+1, next, e.sched.Next(next)
+	}
+	s.o.Log.Warn("missed: slots older than maxLate were not claimed",
+		zap.String("job", e.job.Name), zap.Int("slots", n),
+		zap.Time("first", first), zap.Time("last", last), zap.Duration("maxLate", e.job.MaxLate))
+	if s.o.Hooks.Missed != nil {
+		s.o.Hooks.Missed(e.job.Name, n)
+	}
+	return next
+}
+
+// claimAndRun claims (job, slot) and acts on the answer: run it when won,
+// watch it as a backup when another instance holds its lease.
+func (s *Scheduler) claimAndRun(ctx, runCtx context.Context, job config.Job, slot time.Time) {
+	res, req, ok := s.claimRetrying(ctx, job, slot, claim.NewToken(), true)
+	for ok {
+		switch res.Outcome {
+		case claim.Won:
+			s.execute(ctx, runCtx, job, req, res)
+			return
+		case claim.Running:
+			if s.leaser == nil {
+				return
+			}
+			res, req, ok = s.watch(ctx, job, slot)
+		default:
+			return
+		}
+	}
+}
+
+// claimRetrying sends one claim and re-sends it with the same token after a
+// transport error, with backoff, until it is answered, ctx is done, or (for
+// a first claim) the slot is late.
+func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time.Time, tok claim.Token, first bool) (claim.Result, claim.Request, bool) {
+	req := claim.Request{
+		Job: job.Name, Slot: slot.UnixMilli(), Token: tok, Instance: s.o.Instance,
+		MaxLate: job.MaxLate, Lease: job.Lease, MaxAttempts: job.MaxAttempts,
+		Overlap: claim.OverlapPolicy(job.Overlap),
+	}
+	log := s.o.Log.With(zap.String("job", job.Name), zap.Time("slot", slot),
+		zap.String("instance", s.o.Instance), zap.String("token", tok.Short()))
+	backoff := 100 * time.Millisecond
+	for {
+		req.Now = s.o.Clock.Now()
+		res, took, err := s.claimOnce(ctx, req)
+		if err == nil {
+			s.health.ok("claim")
+			if s.o.Hooks.Claimed != nil {
+				s.o.Hooks.Claimed(job.Name, slot, res, took)
+			}
+			fields := []zap.Field{zap.String("outcome", string(res.Outcome))}
+			if res.Outcome == claim.Won {
+				fields = append(fields, zap.Int("attempt", res.Attempt))
+			}
+			log.Info("claim", fields...)
+			return res, req, true
+		}
+		if ctx.Err() != nil {
+			return claim.Result{}, req, false
+		}
+		s.health.failed("claim", err)
+		if s.o.Hooks.ClaimFailed != nil {
+			s.o.Hooks.ClaimFailed(job.Name, slot, err)
+		}
+		if first && s.o.Clock.Now().Sub(slot) > job.MaxLate {
+			log.Warn("claim abandoned: no answer from the store before the slot became late", zap.Error(err))
+			if s.o.Hooks.Missed != nil {
+				s.o.Hooks.Missed(job.Name, 1)
+			}
+			return claim.Result{}, req, false
+		}
+		if !first {
+			return claim.Result{}, req, false // the watch loop tries again
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		if clock.Sleep(ctx, s.o.Clock, wait) != nil {
+			return claim.Result{}, req, false
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// claimOnce sends one claim within the concurrency bound and the timeout.
+func (s *Scheduler) claimOnce(ctx context.Context, req claim.Request) (claim.Result, time.Duration, error) {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return claim.Result{}, 0, ctx.Err()
+	}
+	defer func() { <-s.sem }()
+	cctx, cancel := context.WithTimeout(ctx, s.o.ClaimTimeout)
+	defer cancel()
+	t0 := s.o.Clock.Now()
+	res, err := s.o.Backend.Claim(cctx, req)
+	return res, s.o.Clock.Now().Sub(t0), err
+}
+
+// watch is a backup's loop over a run another instance holds: every
+// heartbeat it reads the run (no lock), and claims it again with a fresh
+// token once the lease has expired. It returns the answer of such a claim,
+// or ok=false when the run is finished or ctx is done.
+func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time) (claim.Result, claim.Request, bool) {
+	for {
+		if clock.Sleep(ctx, s.o.Clock, job.Heartbeat) != nil {
+			return claim.Result{}, claim.Request{}, false
+		}
+		run, now, err := s.leaser.Read(ctx, job.Name, slot.UnixMilli())
+		switch {
+		case errors.Is(err, claim.ErrNotFound):
+			return claim.Result{}, claim.Request{}, false
+		case err != nil:
+			if ctx.Err() != nil {
+				return claim.Result{}, claim.Request{}, false
+			}
+			s.health.failed("read", err)
+			continue
+		}
+		s.health.ok("read")
+		if run.Status.Final() {
+			return claim.Result{}, claim.Request{}, false
+		}
+		if !run.LeaseUntil.Before(now) {
+			continue
+		}
+		res, req, ok := s.claimRetrying(ctx, job, slot, claim.NewToken(), false)
+		if ok && res.Outcome != claim.Running {
+			return res, req, true
+		}
+	}
+}
+
+// execute runs a won attempt; a win that arrives after the stop began is
+// released at once so that another instance can take it.
+func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, req claim.Request, res claim.Result) {
+	fence := req.Fence(res.Attempt)
+	if ctx.Err() != nil {
+		if s.leaser != nil {
+			if err := s.leaser.Release(runCtx, fence); err != nil {
+				s.o.Log.Warn("release after stop", zap.String("run", fence.String()), zap.Error(err))
+			}
+		}
+		return
+	}
+	rep := s.o.Executor.Run(runCtx, runner.Execution{
+		Job: job, Fence: fence, Slot: req.SlotTime(), LeaseUntil: res.LeaseUntil,
+	})
+	if s.o.Hooks.Finished != nil {
+		s.o.Hooks.Finished(job.Name, req.SlotTime(), rep)
+	}
+}
+
+// pruneLoop deletes old finished runs every PruneEvery.
+func (s *Scheduler) pruneLoop(ctx context.Context, p claim.Pruner) {
+	for clock.Sleep(ctx, s.o.Clock, s.o.PruneEvery) == nil {
+		n, err := p.Prune(ctx, s.o.Retention)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.health.failed("prune", err)
+			}
+			continue
+		}
+		s.health.ok("prune")
+		if n > 0 {
+			s.o.Log.Info("pruned old runs", zap.Int64("runs", n), zap.Duration("retention", s.o.Retention))
+		}
+	}
+}
+
+// health logs a store outage once when it starts and once when it ends,
+// not on every retry.
+type health struct {
+	log  *zap.Logger
+	mu   sync.Mutex
+	down bool
+}
+
+func (h *health) failed(op string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.down {
+		h.down = true
+		h.log.Warn("store unreachable; retrying", zap.String("op", op), zap.Error(err))
+	}
+}
+
+func (h *health) ok(op string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.down {
+		h.down = false
+		h.log.Info("store reachable again", zap.String("op", op))
+	}
+}

@@ -1,0 +1,405 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/claim/memclaim"
+	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/runner"
+)
+
+// t0 is 100ms past a whole second: every-second slots fall between steps of
+// the fake clock, and a step leaves the slot just due within a 400ms maxLate.
+// The slot at the whole second before t0 is within maxLate at start, so
+// every scheduler runs it first.
+var t0 = time.Date(2027, 1, 1, 0, 0, 0, 100_000_000, time.UTC)
+
+// waitFor bounds how long a test awaits a condition in real time; the fake
+// clock drives the scheduler, this only stops a broken test from hanging.
+const waitFor = 10 * time.Second
+
+func job(name, expr string) config.Job {
+	return config.Job{
+		Name: name, Schedule: expr, Location: time.UTC, Timezone: "UTC",
+		MaxLate: 400 * time.Millisecond, Lease: 3 * time.Second, Heartbeat: time.Second,
+		MaxAttempts: 3, Overlap: "allow", Timeout: time.Hour, Command: "true", Shell: "/bin/sh",
+	}
+}
+
+// execution is one call of the fake executor.
+type execution struct {
+	instance string
+	e        runner.Execution
+}
+
+// fakeExec records executions; with hold set, each blocks until released
+// or its context is cancelled (a runner that hangs or dies).
+type fakeExec struct {
+	instance string
+	got      chan execution
+	hold     bool
+	release  chan struct{}
+	b        claim.Backend
+	stopped  atomic.Int32 // executions whose context was cancelled
+}
+
+func newFakeExec(instance string, got chan execution, b claim.Backend) *fakeExec {
+	return &fakeExec{instance: instance, got: got, release: make(chan struct{}), b: b}
+}
+
+func (f *fakeExec) Run(ctx context.Context, e runner.Execution) runner.Report {
+	f.got <- execution{f.instance, e}
+	if f.hold {
+		select {
+		case <-f.release:
+		case <-ctx.Done():
+			f.stopped.Add(1)
+			return runner.Report{Released: true}
+		}
+	}
+	err := f.b.Finish(context.Background(), e.Fence, claim.Finish{Status: claim.StatusSucceeded})
+	return runner.Report{Status: claim.StatusSucceeded, Recorded: err == nil, Err: err}
+}
+
+// harness runs schedulers on one fake clock and one in-memory store.
+type harness struct {
+	t     *testing.T
+	clk   *clock.Fake
+	store *memclaim.Backend
+	got   chan execution
+}
+
+func newHarness(t *testing.T) *harness {
+	clk := clock.NewFake(t0)
+	return &harness{t: t, clk: clk, store: memclaim.New(clk), got: make(chan execution, 1000)}
+}
+
+type started struct {
+	s      *Scheduler
+	exec   *fakeExec
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run has returned
+	err    error         // Run's result, once done is closed
+}
+
+func (h *harness) start(instance string, b claim.Backend, hold bool, jobs ...config.Job) *started {
+	h.t.Helper()
+	ex := newFakeExec(instance, h.got, h.store)
+	ex.hold = hold
+	s, err := New(Options{Backend: b, Clock: h.clk, Instance: instance, Executor: ex, ShutdownGrace: 5 * time.Second}, jobs)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st := &started{s: s, exec: ex, cancel: cancel, done: make(chan struct{})}
+	go func() { st.err = s.Run(ctx); close(st.done) }()
+	h.t.Cleanup(func() {
+		cancel()
+		close(ex.release)
+		select {
+		case <-st.done:
+		case <-time.After(waitFor):
+			h.t.Error("scheduler did not stop")
+		}
+	})
+	return st
+}
+
+// next awaits the next execution.
+func (h *harness) next() execution {
+	h.t.Helper()
+	select {
+	case e := <-h.got:
+		return e
+	case <-time.After(waitFor):
+		h.t.Fatal("no execution arrived")
+		return execution{}
+	}
+}
+
+// none asserts that no execution is pending once every goroutine of the
+// schedulers is waiting on the clock again (n armed timers).
+func (h *harness) none(n int) {
+	h.t.Helper()
+	h.awaitTimers(n)
+	select {
+	case e := <-h.got:
+		h.t.Fatalf("unexpected execution %s by %s", e.e.Fence, e.instance)
+	default:
+	}
+}
+
+func (h *harness) awaitTimers(n int) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := h.clk.WaitTimers(ctx, n); err != nil {
+		h.t.Fatalf("waiting for %d armed timers (have %d): %v", n, h.clk.Timers(), err)
+	}
+}
+
+func slotOf(sec int) int64 { return t0.Truncate(time.Second).Add(time.Duration(sec) * time.Second).UnixMilli() }
+
+func TestEverySlotRunsOnceInOrder(t *testing.T) {
+	h := newHarness(t)
+	h.start("a", h.store, false, job("tick", "* * * * * *"))
+	for sec := 0; sec <= 5; sec++ {
+		if sec > 0 {
+			h.awaitTimers(1)
+			h.clk.Advance(time.Second)
+		}
+		e := h.next()
+		if e.e.Fence.Slot != slotOf(sec) || e.e.Fence.Attempt != 1 {
+			t.Fatalf("step %d: ran %s, want slot %d attempt 1", sec, e.e.Fence, slotOf(sec))
+		}
+		if !e.e.Slot.Equal(time.UnixMilli(slotOf(sec)).UTC()) {
+			t.Fatalf("execution slot %v does not match its fence", e.e.Slot)
+		}
+	}
+	h.none(1)
+}
+
+func TestOneTimerForAllJobs(t *testing.T) {
+	h := newHarness(t)
+	var jobs []config.Job
+	for i := range 100 {
+		jobs = append(jobs, job(fmt.Sprintf("j%03d", i), fmt.Sprintf("%d * * * *", i%60)))
+	}
+	h.start("a", h.store, false, jobs...)
+	h.awaitTimers(1)
+	if n := h.clk.Timers(); n != 1 {
+		t.Fatalf("100 idle jobs arm %d timers, want the scheduler's one", n)
+	}
+}
+
+func TestTwoInstancesRunEachSlotOnce(t *testing.T) {
+	h := newHarness(t)
+	h.start("a", h.store, false, job("tick", "* * * * * *"))
+	h.start("b", h.store, false, job("tick", "* * * * * *"))
+	seen := map[int64]string{}
+	for sec := 0; sec <= 10; sec++ {
+		if sec > 0 {
+			h.awaitTimers(2)
+			h.clk.Advance(time.Second)
+		}
+		e := h.next()
+		if prev, dup := seen[e.e.Fence.Slot]; dup {
+			t.Fatalf("slot %d ran twice: %s and %s", e.e.Fence.Slot, prev, e.instance)
+		}
+		seen[e.e.Fence.Slot] = e.instance
+	}
+	h.none(2)
+	if len(seen) != 11 {
+		t.Fatalf("ran %d slots, want 11", len(seen))
+	}
+}
+
+func TestPauseWithinMaxLateCatchesUp(t *testing.T) {
+	h := newHarness(t)
+	j := job("tick", "* * * * * *")
+	j.MaxLate = 10 * time.Second
+	h.start("a", h.store, false, j)
+	// Startup claims the slots within maxLate before t0 too: t0-9s .. t0.
+	for range 10 {
+		h.next()
+	}
+	h.awaitTimers(1)
+	h.clk.Advance(4 * time.Second) // a pause: four slots came due at once
+	ran := map[int64]bool{}
+	for range 4 {
+		ran[h.next().e.Fence.Slot] = true
+	}
+	for sec := 1; sec <= 4; sec++ {
+		if !ran[slotOf(sec)] {
+			t.Errorf("slot +%ds was not caught up after the pause", sec)
+		}
+	}
+	h.none(1)
+}
+
+func TestPauseBeyondMaxLateCountsMissed(t *testing.T) {
+	h := newHarness(t)
+	var mu sync.Mutex
+	missed := 0
+	ex := newFakeExec("a", h.got, h.store)
+	s, err := New(Options{Backend: h.store, Clock: h.clk, Instance: "a", Executor: ex,
+		Hooks: Hooks{Missed: func(_ string, n int) { mu.Lock(); missed += n; mu.Unlock() }}},
+		[]config.Job{job("tick", "* * * * * *")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	if e := h.next(); e.e.Fence.Slot != slotOf(0) {
+		t.Fatalf("ran %s first, want the start's slot", e.e.Fence)
+	}
+	h.awaitTimers(1)
+	h.clk.Advance(30 * time.Second) // slots +1..+30 due; maxLate 400ms keeps only +30 (100ms old)
+	e := h.next()
+	if e.e.Fence.Slot != slotOf(30) {
+		t.Fatalf("ran %s, want only the slot within maxLate (+30s)", e.e.Fence)
+	}
+	h.none(1)
+	mu.Lock()
+	defer mu.Unlock()
+	if missed != 29 {
+		t.Fatalf("missed %d slots, want 29", missed)
+	}
+}
+
+// flaky fails the first n claims with a transport error and remembers the
+// tokens it was sent.
+type flaky struct {
+	claim.Backend
+	mu     sync.Mutex
+	fail   int
+	tokens []claim.Token
+}
+
+func (f *flaky) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
+	f.mu.Lock()
+	f.tokens = append(f.tokens, req.Token)
+	fail := f.fail > 0
+	f.fail--
+	f.mu.Unlock()
+	if fail {
+		return claim.Result{}, errors.New("connection reset by peer")
+	}
+	return f.Backend.Claim(ctx, req)
+}
+
+func TestClaimResentWithSameTokenAfterTransportError(t *testing.T) {
+	h := newHarness(t)
+	j := job("minute", "0 * * * * *")
+	j.MaxLate = time.Minute // the slot at 00:00:00 is due at start, within maxLate
+	fb := &flaky{Backend: h.store, fail: 2}
+	h.start("a", fb, false, j)
+	// Each failed claim waits a backoff on the fake clock.
+	for range 2 {
+		h.awaitTimers(2)
+		h.clk.Advance(200 * time.Millisecond)
+	}
+	e := h.next()
+	if e.e.Fence.Attempt != 1 {
+		t.Fatalf("ran %s, want attempt 1", e.e.Fence)
+	}
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if len(fb.tokens) != 3 || fb.tokens[0] != fb.tokens[1] || fb.tokens[1] != fb.tokens[2] {
+		t.Fatalf("claims sent with tokens %v, want the same token three times", fb.tokens)
+	}
+	if e.e.Fence.Token != fb.tokens[0] {
+		t.Fatalf("ran with token %s, not the claim's %s", e.e.Fence.Token, fb.tokens[0])
+	}
+}
+
+func TestBackupTakesOverExpiredLease(t *testing.T) {
+	h := newHarness(t)
+	j := job("long", "0 0 * * * *") // hourly, at second 0
+	j.MaxLate = time.Minute
+	h.clk.Set(time.Date(2027, 1, 1, 0, 59, 59, 900_000_000, time.UTC))
+	// a wins and hangs without renewing, like a runner whose host died.
+	a := h.start("a", h.store, true, j)
+	h.awaitTimers(1)
+	h.clk.Advance(time.Second)
+	first := h.next()
+	if first.instance != "a" || first.e.Fence.Attempt != 1 {
+		t.Fatalf("first run %s by %s, want attempt 1 by a", first.e.Fence, first.instance)
+	}
+	// b starts, finds the run within maxLate held by a, and watches it:
+	// three timers are armed then (a's and b's scheduler, b's watch). The
+	// lease (3s) ends at 01:00:03.9; b's reads every heartbeat (1s) see it
+	// live until the one at 01:00:04.9.
+	h.start("b", h.store, true, j)
+	second := h.stepUntilExec(3, time.Second, 6)
+	if second.instance != "b" || second.e.Fence.Attempt != 2 || second.e.Fence.Slot != first.e.Fence.Slot {
+		t.Fatalf("takeover %s by %s, want attempt 2 of the same slot by b", second.e.Fence, second.instance)
+	}
+	if second.e.Fence.Token == first.e.Fence.Token {
+		t.Fatal("the takeover reused the old token")
+	}
+	// a's late result is fenced.
+	if err := h.store.Finish(context.Background(), first.e.Fence, claim.Finish{Status: claim.StatusSucceeded}); !errors.Is(err, claim.ErrFenced) {
+		t.Fatalf("old attempt's Finish: %v, want ErrFenced", err)
+	}
+	_ = a
+}
+
+// stepUntilExec advances the clock by step each time n timers are armed,
+// until an execution arrives (at most maxSteps steps).
+func (h *harness) stepUntilExec(n int, step time.Duration, maxSteps int) execution {
+	h.t.Helper()
+	for range maxSteps {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		armed := make(chan error, 1)
+		go func() { armed <- h.clk.WaitTimers(ctx, n) }()
+		select {
+		case e := <-h.got:
+			cancel()
+			return e
+		case err := <-armed:
+			cancel()
+			if err != nil {
+				h.t.Fatalf("waiting for %d armed timers: %v", n, err)
+			}
+		}
+		h.clk.Advance(step)
+	}
+	return h.next()
+}
+
+func TestGracefulStopWaitsThenReleases(t *testing.T) {
+	h := newHarness(t)
+	j := job("long", "* * * * * *")
+	s := h.start("a", h.store, true, j)
+	e := h.next() // the start's slot; its execution hangs
+	s.cancel()
+	h.awaitTimers(2) // the scheduler's timer, not yet stopped, and the grace timer
+	select {
+	case <-s.done:
+		t.Fatal("Run returned while a job was running within the grace")
+	default:
+	}
+	h.clk.Advance(5 * time.Second) // grace over: the job is stopped
+	select {
+	case <-s.done:
+		if s.err != nil {
+			t.Fatal(s.err)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("Run did not return after the grace")
+	}
+	// The execution was told to stop (the runner then stops the command and
+	// releases the lease).
+	if got := s.exec.stopped.Load(); got != 1 {
+		t.Fatalf("%d executions stopped at the end of the grace, want 1 (%s)", got, e.e.Fence)
+	}
+}
+
+func TestReloadAddsAndRemovesJobs(t *testing.T) {
+	h := newHarness(t)
+	s := h.start("a", h.store, false, job("old", "* * * * * *"))
+	if e := h.next(); e.e.Fence.Job != "old" {
+		t.Fatalf("ran %s", e.e.Fence)
+	}
+	if err := s.s.Reload(context.Background(), []config.Job{job("new", "* * * * * *")}); err != nil {
+		t.Fatal(err)
+	}
+	h.awaitTimers(1)
+	h.clk.Advance(time.Second)
+	if e := h.next(); e.e.Fence.Job != "new" || e.e.Fence.Slot != slotOf(1) {
+		t.Fatalf("after reload ran %s, want new at +1s", e.e.Fence)
+	}
+	h.none(1)
+}

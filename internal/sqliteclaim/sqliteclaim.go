@@ -1,0 +1,675 @@
+// Package sqliteclaim is the SQLite lease backend (SPEC §3.1): several
+// anarchond instances on one host share one database file, and SQLite's
+// single writer serialises their claims.
+//
+// Every claim that may write runs in one BEGIN IMMEDIATE transaction (the DSN
+// sets _txlock=immediate, so database/sql's BeginTx issues it): the write
+// lock is taken at BEGIN, waiting up to the busy timeout, so a second
+// claimer waits there and then reads what the first one wrote. Inside the
+// transaction the decision is claim.Decide, the table every lease backend
+// implements. Store time is SQLite's own clock (unixepoch('subsec'), read in
+// the SQL); the backend never consults the Go clock for a decision.
+//
+// The file must be on a local filesystem: SQLite's locking is not reliable
+// over NFS or SMB, and this backend is not supported there.
+package sqliteclaim
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-sqlite3"
+	"go.uber.org/zap"
+
+	"github.com/anarchon/anarchon/internal/claim"
+)
+
+// DefaultBusyTimeout is how long a writer waits for another's write lock
+// when Options.BusyTimeout is zero (SPEC §6 busyTimeoutMs).
+const DefaultBusyTimeout = 5 * time.Second
+
+// defaultListLimit is ListRuns's limit when the query sets none.
+const defaultListLimit = 50
+
+// maxConns bounds the connections to the file per Backend. Writes are
+// serialised in-process anyway (see Backend.wlock); the rest serve the
+// plain reads of backups and status.
+const maxConns = 8
+
+// Options configures New.
+type Options struct {
+	// Path is the database file. Its directory must exist and be writable
+	// (the file, its -wal and -shm companions are created there); New does
+	// not create directories.
+	Path string
+	// BusyTimeout is how long a write waits for another connection's write
+	// lock before failing with "database is locked"; 0 means
+	// DefaultBusyTimeout.
+	BusyTimeout time.Duration
+	// Log receives migration and takeover messages; nil discards them.
+	Log *zap.Logger
+}
+
+// Backend is a claim.Leaser and claim.Pruner on one SQLite file. It is safe
+// for concurrent use.
+type Backend struct {
+	db   *sql.DB
+	path string
+	log  *zap.Logger
+	// wlock serialises this process's writers before they reach SQLite.
+	// SQLite admits one writer at a time anyway; queueing on a channel
+	// instead of on SQLite's busy handler (which sleeps and polls) keeps the
+	// latency of contended claims low, and honours ctx while waiting. Other
+	// processes are still serialised by SQLite's lock.
+	wlock chan struct{}
+}
+
+var (
+	_ claim.Backend = (*Backend)(nil)
+	_ claim.Leaser  = (*Backend)(nil)
+	_ claim.Pruner  = (*Backend)(nil)
+)
+
+func init() {
+	claim.Register("sqlite", func(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
+		c := p.Config.Backend.SQLite
+		return New(ctx, Options{Path: c.Path, BusyTimeout: c.BusyTimeout, Log: p.Log})
+	})
+}
+
+// nowMs is the store's clock in integer milliseconds since the Unix epoch.
+// unixepoch('subsec') needs SQLite 3.42; mattn/go-sqlite3 v1.14.53 bundles
+// 3.54. SQLite fixes 'now' for the duration of one sqlite3_step, so every
+// use of nowMs within one statement reads the same instant.
+const nowMs = `CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER)`
+
+// SQL of the claim and of the fenced writes.
+const (
+	// selectRunSQL reads store now and the run (all NULL when there is none)
+	// in one statement. It is both the read before the transaction and the
+	// read under the write lock.
+	selectRunSQL = `SELECT ` + nowMs + `, r.status, r.attempt, r.instance, r.token,
+		r.started_at, r.finished_at, r.lease_until, r.exit_code, r.output_tail
+		FROM (SELECT 1) LEFT JOIN runs r ON r.job = ? AND r.slot = ?`
+
+	// otherLiveSQL is the overlap rule's question (uses index runs_live).
+	otherLiveSQL = `SELECT EXISTS (SELECT 1 FROM runs
+		WHERE job = ? AND status = 'running' AND lease_until >= ? AND slot <> ?)`
+
+	// upsertRunSQL stores the state claim.Decide asked for: a new run,
+	// a takeover or an interruption.
+	upsertRunSQL = `INSERT INTO runs (job, slot, status, attempt, instance, token,
+		started_at, finished_at, lease_until, exit_code, output_tail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (job, slot) DO UPDATE SET
+		status = excluded.status, attempt = excluded.attempt,
+		instance = excluded.instance, token = excluded.token,
+		started_at = excluded.started_at, finished_at = excluded.finished_at,
+		lease_until = excluded.lease_until, exit_code = excluded.exit_code,
+		output_tail = excluded.output_tail`
+
+	// insertHistorySQL appends one event of one attempt to the history.
+	insertHistorySQL = `INSERT INTO run_history (job, slot, attempt, token, instance, event, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`
+
+	// renewSQL extends a lease, fenced by token and status. StoreNow is
+	// returned as lease_until - lease: the same reading of the clock.
+	renewSQL = `UPDATE runs SET lease_until = ` + nowMs + ` + ?3
+		WHERE job = ?1 AND slot = ?2 AND token = ?4 AND status = 'running'
+		RETURNING attempt, lease_until - ?3, lease_until`
+
+	// finishSQL records a result, fenced by token and status.
+	finishSQL = `UPDATE runs SET status = ?3, exit_code = ?4, output_tail = ?5,
+		finished_at = ` + nowMs + `
+		WHERE job = ?1 AND slot = ?2 AND token = ?6 AND status = 'running'
+		RETURNING attempt, instance, finished_at`
+
+	// releaseSQL ends a lease, fenced by token and status. The lease ends
+	// one millisecond before now, so that lease_until < now holds at once
+	// and a backup's claim in the same millisecond already takes over.
+	releaseSQL = `UPDATE runs SET lease_until = ` + nowMs + ` - 1
+		WHERE job = ?1 AND slot = ?2 AND token = ?3 AND status = 'running'
+		RETURNING attempt, instance, lease_until + 1`
+
+	runColumns = `job, slot, status, attempt, instance, token,
+		started_at, finished_at, lease_until, exit_code, output_tail`
+
+	// listRunsSQL and listJobRunsSQL serve status, newest slot first.
+	listRunsSQL    = `SELECT ` + runColumns + ` FROM runs ORDER BY slot DESC, job LIMIT ?`
+	listJobRunsSQL = `SELECT ` + runColumns + ` FROM runs WHERE job = ? ORDER BY slot DESC LIMIT ?`
+
+	// selectNowSQL reads store now alone.
+	selectNowSQL = `SELECT ` + nowMs
+
+	// pruneRunsSQL deletes old runs that are finished or whose lease ended
+	// before the cutoff; a live run's lease_until >= now > cutoff, so it is
+	// never deleted.
+	pruneRunsSQL = `DELETE FROM runs
+		WHERE slot < ?1 AND (status <> 'running' OR lease_until < ?1)
+		RETURNING job, slot`
+	pruneHistorySQL = `DELETE FROM run_history WHERE job = ? AND slot = ?`
+)
+
+// New opens (creating if needed) the database file o.Path, checks that it
+// can be read and written, and migrates its schema. Several processes may
+// call New on one file at once.
+func New(ctx context.Context, o Options) (*Backend, error) {
+	if err := checkPath(o.Path); err != nil {
+		return nil, err
+	}
+	if o.BusyTimeout < 0 {
+		return nil, fmt.Errorf("open sqlite database %q: negative busy timeout %v", o.Path, o.BusyTimeout)
+	}
+	if o.BusyTimeout == 0 {
+		o.BusyTimeout = DefaultBusyTimeout
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	db, err := sql.Open("sqlite3", dsn(o.Path, o.BusyTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite database %q: %w", o.Path, err)
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	b := &Backend{db: db, path: o.Path, log: o.Log, wlock: make(chan struct{}, 1)}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite database %q: %w", o.Path, err)
+	}
+	if err := b.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate sqlite database %q: %w", o.Path, err)
+	}
+	return b, nil
+}
+
+// checkPath refuses paths that would not name one shared file on disk.
+func checkPath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("open sqlite database: backend.sqlite.path is empty")
+	case p == ":memory:" || strings.HasPrefix(p, "file:"):
+		// An in-memory database is private to one connection; a URI would
+		// bypass the parameters dsn sets.
+		return fmt.Errorf("open sqlite database %q: need the path of a file on a local disk", p)
+	}
+	return nil
+}
+
+// dsn builds the mattn/go-sqlite3 DSN for path.
+//
+//   - _txlock=immediate: BeginTx issues BEGIN IMMEDIATE, taking the write
+//     lock at BEGIN. With the default (deferred) the lock is taken at the
+//     first write, and two claimers that both read "none" conflict with
+//     "database is locked" instead of queueing (SPEC §8).
+//   - _busy_timeout: how long BEGIN IMMEDIATE waits for the lock.
+//   - _journal_mode=WAL: readers (backups' cheap reads, status) never block
+//     the writer and the writer never blocks them.
+//   - _synchronous=FULL: the WAL is fsynced at every commit, so a claim
+//     answered won survives a power loss. With NORMAL (mattn's WAL default)
+//     the last commits may roll back after a power cut: the host's instances
+//     died with it, but a restarted one could then win a slot whose command
+//     had already started and had side effects. A cron claims a few runs a
+//     second at most; one fsync per claim is cheap insurance.
+//
+// The path is passed as a URI (file:...), escaped, so that a path with '?'
+// or '#' is not cut short; the underscore parameters are read by the driver
+// and ignored by SQLite.
+func dsn(path string, busy time.Duration) string {
+	q := url.Values{}
+	q.Set("_txlock", "immediate")
+	q.Set("_busy_timeout", strconv.FormatInt(busy.Milliseconds(), 10))
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "FULL")
+	q.Set("_stmt_cache_size", "32")
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// migrate applies the migrations the file lacks, all in one BEGIN IMMEDIATE
+// transaction: processes starting together on a fresh file queue on the
+// write lock, and each later one finds the schema already at the latest
+// version.
+func (b *Backend) migrate(ctx context.Context) error {
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, createMigrationsSQL); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var have int
+	if err := tx.QueryRowContext(ctx, currentVersionSQL).Scan(&have); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if have > len(migrations) {
+		return fmt.Errorf("schema version %d is newer than this anarchond knows (%d): upgrade anarchond", have, len(migrations))
+	}
+	for v := have + 1; v <= len(migrations); v++ {
+		if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
+			return fmt.Errorf("apply migration %d: %w", v, err)
+		}
+		if _, err := tx.ExecContext(ctx, recordVersionSQL, v); err != nil {
+			return fmt.Errorf("record migration %d: %w", v, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit migrations: %w", err)
+	}
+	if have < len(migrations) {
+		b.log.Info("sqlite schema migrated", zap.String("path", b.path),
+			zap.Int("from", have), zap.Int("to", len(migrations)))
+	}
+	return nil
+}
+
+// Path returns the database file's path.
+func (b *Backend) Path() string { return b.path }
+
+// Close closes the database.
+func (b *Backend) Close() error {
+	if err := b.db.Close(); err != nil {
+		return fmt.Errorf("close sqlite database %q: %w", b.path, err)
+	}
+	return nil
+}
+
+// lockWrite waits for this process's write turn, or for ctx.
+func (b *Backend) lockWrite(ctx context.Context) error {
+	select {
+	case b.wlock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *Backend) unlockWrite() { <-b.wlock }
+
+// Claim makes the decision of SPEC §3.1 for req, with store time.
+//
+// It first reads the run with a plain SELECT: a finished run (done), the
+// caller's own live claim re-sent (won) and another's live lease (running)
+// are answered from that read, without the write lock. Only a run with no
+// state or an expired lease opens the BEGIN IMMEDIATE transaction, which
+// reads again under the lock and applies claim.Decide.
+func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
+	if err := checkRequest(req); err != nil {
+		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+	}
+	cur, now, err := b.readRun(ctx, b.db, req.Job, req.Slot)
+	if err != nil {
+		return claim.Result{}, fmt.Errorf("claim %s@%d: read: %w", req.Job, req.Slot, err)
+	}
+	if cur != nil && !expiredForOthers(cur, now, req.Token) {
+		return claim.Decide(cur, false, now, req).Result, nil
+	}
+	res, err := b.claimLocked(ctx, req)
+	if err != nil {
+		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+	}
+	return res, nil
+}
+
+// expiredForOthers reports whether the run is one whose decision may write:
+// running under another token with its lease ended (lease_until < now).
+func expiredForOthers(r *claim.Run, now time.Time, tok claim.Token) bool {
+	return r.Status == claim.StatusRunning && r.Token != tok && r.LeaseUntil.Before(now)
+}
+
+// checkRequest refuses requests the table cannot decide sensibly.
+func checkRequest(req claim.Request) error {
+	switch {
+	case req.Job == "":
+		return errors.New("empty job name")
+	case req.Token == "":
+		return errors.New("empty token")
+	case req.Lease < time.Millisecond:
+		return fmt.Errorf("lease %v is shorter than 1ms", req.Lease)
+	case req.MaxLate < 0:
+		return fmt.Errorf("negative maxLate %v", req.MaxLate)
+	}
+	return nil
+}
+
+// claimLocked is the claim's write transaction.
+func (b *Backend) claimLocked(ctx context.Context, req claim.Request) (claim.Result, error) {
+	if err := b.lockWrite(ctx); err != nil {
+		return claim.Result{}, err
+	}
+	defer b.unlockWrite()
+	tx, err := b.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE
+	if err != nil {
+		return claim.Result{}, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	cur, now, err := b.readRun(ctx, tx, req.Job, req.Slot)
+	if err != nil {
+		return claim.Result{}, fmt.Errorf("read under lock: %w", err)
+	}
+	// The overlap question is asked only where the table looks at it.
+	otherLive := false
+	if req.Overlap == claim.OverlapSkip && (cur == nil || expiredForOthers(cur, now, req.Token)) {
+		if err := tx.QueryRowContext(ctx, otherLiveSQL, req.Job, ms(now), req.Slot).Scan(&otherLive); err != nil {
+			return claim.Result{}, fmt.Errorf("overlap check: %w", err)
+		}
+	}
+	d := claim.Decide(cur, otherLive, now, req)
+	if d.Write == nil {
+		return d.Result, nil // rolled back: nothing was written
+	}
+	w := d.Write
+	if _, err := tx.ExecContext(ctx, upsertRunSQL, w.Job, w.Slot, string(w.Status), w.Attempt,
+		w.Instance, string(w.Token), ms(w.StartedAt), nullMs(w.FinishedAt), ms(w.LeaseUntil),
+		nullInt(w.ExitCode), w.OutputTail); err != nil {
+		return claim.Result{}, fmt.Errorf("write run: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, insertHistorySQL, w.Job, w.Slot, w.Attempt,
+		string(w.Token), w.Instance, string(d.Event), ms(now)); err != nil {
+		return claim.Result{}, fmt.Errorf("append history: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return claim.Result{}, fmt.Errorf("commit: %w", err)
+	}
+	if d.Event != claim.EventClaimed {
+		b.log.Debug("claim decision", zap.String("event", string(d.Event)),
+			zap.String("job", req.Job), zap.Int64("slot", req.Slot), zap.Int("attempt", w.Attempt),
+			zap.String("instance", req.Instance), zap.String("token", req.Token.Short()))
+	}
+	return d.Result, nil
+}
+
+// querier is *sql.DB or *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// readRun returns the run (nil when there is none) and store now.
+func (b *Backend) readRun(ctx context.Context, q querier, job string, slot int64) (*claim.Run, time.Time, error) {
+	var (
+		now                           int64
+		status, instance, token, tail sql.NullString
+		attempt, started, leaseUntil  sql.NullInt64
+		finished, exitCode            sql.NullInt64
+	)
+	err := q.QueryRowContext(ctx, selectRunSQL, job, slot).Scan(&now, &status, &attempt, &instance,
+		&token, &started, &finished, &leaseUntil, &exitCode, &tail)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if !status.Valid {
+		return nil, fromMs(now), nil
+	}
+	r := &claim.Run{
+		Job: job, Slot: slot, Status: claim.Status(status.String), Attempt: int(attempt.Int64),
+		Instance: instance.String, Token: claim.Token(token.String),
+		StartedAt: fromMs(started.Int64), LeaseUntil: fromMs(leaseUntil.Int64), OutputTail: tail.String,
+	}
+	if finished.Valid {
+		r.FinishedAt = fromMs(finished.Int64)
+	}
+	if exitCode.Valid {
+		c := int(exitCode.Int64)
+		r.ExitCode = &c
+	}
+	return r, fromMs(now), nil
+}
+
+// Read is the cheap read of a run: one plain SELECT, no transaction. It
+// returns store now also with claim.ErrNotFound.
+func (b *Backend) Read(ctx context.Context, job string, slot int64) (claim.Run, time.Time, error) {
+	r, now, err := b.readRun(ctx, b.db, job, slot)
+	switch {
+	case err != nil:
+		return claim.Run{}, time.Time{}, fmt.Errorf("read %s@%d: %w", job, slot, err)
+	case r == nil:
+		return claim.Run{}, now, fmt.Errorf("read %s@%d: %w", job, slot, claim.ErrNotFound)
+	}
+	return *r, now, nil
+}
+
+// Renew extends f's lease to store now + lease, only while f's token owns
+// the run and it is running; otherwise claim.ErrFenced.
+func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration) (claim.Result, error) {
+	if lease < time.Millisecond {
+		return claim.Result{}, fmt.Errorf("renew %s: lease %v is shorter than 1ms", f, lease)
+	}
+	if err := b.lockWrite(ctx); err != nil {
+		return claim.Result{}, fmt.Errorf("renew %s: %w", f, err)
+	}
+	defer b.unlockWrite()
+	var attempt int
+	var now, until int64
+	err := b.db.QueryRowContext(ctx, renewSQL, f.Job, f.Slot, lease.Milliseconds(), string(f.Token)).
+		Scan(&attempt, &now, &until)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return claim.Result{}, fmt.Errorf("renew %s: %w", f, claim.ErrFenced)
+	case err != nil:
+		return claim.Result{}, fmt.Errorf("renew %s: %w", f, err)
+	}
+	return claim.Result{Outcome: claim.Won, Attempt: attempt, StoreNow: fromMs(now), LeaseUntil: fromMs(until)}, nil
+}
+
+// Finish records the result of f's attempt with store-time finished_at,
+// only while f's token owns the run and it is running; otherwise
+// claim.ErrFenced. fin.StartedAt and fin.FinishedAt are not used: the run
+// keeps the store's stamps.
+func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) error {
+	if !fin.Status.Final() {
+		return fmt.Errorf("finish %s: status %q is not a final status", f, fin.Status)
+	}
+	var exit any = fin.ExitCode
+	if fin.Status == claim.StatusInterrupted {
+		exit = nil
+	}
+	err := b.fencedWrite(ctx, f, claim.EventFinished, finishSQL,
+		f.Job, f.Slot, string(fin.Status), exit, fin.OutputTail, string(f.Token))
+	if err != nil {
+		return fmt.Errorf("finish %s: %w", f, err)
+	}
+	return nil
+}
+
+// Release ends f's lease now, so that a backup's claim takes over at once
+// (attempt+1); claim.ErrFenced when f no longer owns a running run.
+func (b *Backend) Release(ctx context.Context, f claim.Fence) error {
+	if err := b.fencedWrite(ctx, f, claim.EventReleased, releaseSQL, f.Job, f.Slot, string(f.Token)); err != nil {
+		return fmt.Errorf("release %s: %w", f, err)
+	}
+	return nil
+}
+
+// fencedWrite runs an UPDATE ... RETURNING attempt, instance, at (fenced by
+// token and status in its WHERE) and appends ev to the history, in one
+// transaction; no row means claim.ErrFenced.
+func (b *Backend) fencedWrite(ctx context.Context, f claim.Fence, ev claim.Event, query string, args ...any) error {
+	if err := b.lockWrite(ctx); err != nil {
+		return err
+	}
+	defer b.unlockWrite()
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	var attempt int
+	var instance string
+	var at int64
+	err = tx.QueryRowContext(ctx, query, args...).Scan(&attempt, &instance, &at)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return claim.ErrFenced
+	case err != nil:
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, insertHistorySQL, f.Job, f.Slot, attempt,
+		string(f.Token), instance, string(ev), at); err != nil {
+		return fmt.Errorf("append history: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// rowScanner is *sql.Rows or *sql.Row.
+type rowScanner interface{ Scan(dest ...any) error }
+
+// scanRun reads the columns of runColumns.
+func scanRun(s rowScanner) (claim.Run, error) {
+	var (
+		r                   claim.Run
+		status, token       string
+		started, leaseUntil int64
+		finished, exitCode  sql.NullInt64
+	)
+	if err := s.Scan(&r.Job, &r.Slot, &status, &r.Attempt, &r.Instance, &token,
+		&started, &finished, &leaseUntil, &exitCode, &r.OutputTail); err != nil {
+		return claim.Run{}, err
+	}
+	r.Status, r.Token = claim.Status(status), claim.Token(token)
+	r.StartedAt, r.LeaseUntil = fromMs(started), fromMs(leaseUntil)
+	if finished.Valid {
+		r.FinishedAt = fromMs(finished.Int64)
+	}
+	if exitCode.Valid {
+		c := int(exitCode.Int64)
+		r.ExitCode = &c
+	}
+	return r, nil
+}
+
+// ListRuns returns recent runs, newest slot first (then by job), at most
+// q.Limit (default 50).
+func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if q.Job == "" {
+		rows, err = b.db.QueryContext(ctx, listRunsSQL, limit)
+	} else {
+		rows, err = b.db.QueryContext(ctx, listJobRunsSQL, q.Job, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	defer rows.Close()
+	var out []claim.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return out, nil
+}
+
+// Prune deletes the runs whose slot is older than store now - olderThan and
+// that are finished or whose lease ended before that cutoff, with their
+// history; a run with a live lease is never deleted. olderThan must exceed
+// every job's maxLate: a pruned slot that is not yet late would be won
+// again.
+func (b *Backend) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan < 0 {
+		return 0, fmt.Errorf("prune: negative age %v", olderThan)
+	}
+	if err := b.lockWrite(ctx); err != nil {
+		return 0, fmt.Errorf("prune: %w", err)
+	}
+	defer b.unlockWrite()
+	n, err := b.prune(ctx, olderThan)
+	if err != nil {
+		return 0, fmt.Errorf("prune: %w", err)
+	}
+	if n > 0 {
+		b.log.Debug("pruned runs", zap.Int64("runs", n), zap.Duration("older_than", olderThan))
+	}
+	return n, nil
+}
+
+func (b *Backend) prune(ctx context.Context, olderThan time.Duration) (int64, error) {
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	var now int64
+	if err := tx.QueryRowContext(ctx, selectNowSQL).Scan(&now); err != nil {
+		return 0, fmt.Errorf("read store time: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, pruneRunsSQL, now-olderThan.Milliseconds())
+	if err != nil {
+		return 0, fmt.Errorf("delete runs: %w", err)
+	}
+	type key struct {
+		job  string
+		slot int64
+	}
+	var gone []key
+	for rows.Next() {
+		var k key
+		if err := rows.Scan(&k.job, &k.slot); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("delete runs: %w", err)
+		}
+		gone = append(gone, k)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("delete runs: %w", err)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("delete runs: %w", err)
+	}
+	for _, k := range gone {
+		if _, err := tx.ExecContext(ctx, pruneHistorySQL, k.job, k.slot); err != nil {
+			return 0, fmt.Errorf("delete history of %s@%d: %w", k.job, k.slot, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	return int64(len(gone)), nil
+}
+
+// IsBusy reports whether err is SQLite's "database is locked" or "database
+// table is locked": the write lock was not free within the busy timeout.
+// It is transient: the claim may be re-sent with the same token.
+func IsBusy(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked)
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMs(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+func nullMs(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+func nullInt(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

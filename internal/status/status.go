@@ -1,0 +1,133 @@
+// Package status renders the runs a store remembers, for `anarchond status`:
+// an aligned table for people and one JSON object per line for programs.
+// Everything that came from a job or a store passes through Sanitize first,
+// so a job's output cannot drive the reader's terminal.
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/anarchon/anarchon/internal/claim"
+)
+
+// Record is one run as `status --json` prints it (SPEC §6).
+type Record struct {
+	Job        string  `json:"job"`
+	Slot       string  `json:"slot"`
+	SlotMs     int64   `json:"slot_ms"`
+	Status     string  `json:"status"`
+	Attempt    int     `json:"attempt"`
+	Instance   string  `json:"instance"`
+	Token      string  `json:"token"`
+	StartedAt  *string `json:"started_at"`
+	FinishedAt *string `json:"finished_at"`
+	DurationMs *int64  `json:"duration_ms"`
+	ExitCode   *int    `json:"exit_code"`
+	OutputTail string  `json:"output_tail"`
+}
+
+// RecordOf converts a run, sanitising its strings.
+func RecordOf(r claim.Run) Record {
+	rec := Record{
+		Job:        Sanitize(r.Job),
+		Slot:       time.UnixMilli(r.Slot).UTC().Format(time.RFC3339Nano),
+		SlotMs:     r.Slot,
+		Status:     Sanitize(string(r.Status)),
+		Attempt:    r.Attempt,
+		Instance:   Sanitize(r.Instance),
+		Token:      Sanitize(string(r.Token)),
+		ExitCode:   r.ExitCode,
+		OutputTail: Sanitize(r.OutputTail),
+	}
+	if !r.StartedAt.IsZero() {
+		s := r.StartedAt.UTC().Format(time.RFC3339Nano)
+		rec.StartedAt = &s
+	}
+	if !r.FinishedAt.IsZero() {
+		s := r.FinishedAt.UTC().Format(time.RFC3339Nano)
+		rec.FinishedAt = &s
+		d := r.Duration().Milliseconds()
+		rec.DurationMs = &d
+	}
+	return rec
+}
+
+// WriteJSON prints one JSON object per run and line.
+func WriteJSON(w io.Writer, runs []claim.Run) error {
+	enc := json.NewEncoder(w)
+	for _, r := range runs {
+		if err := enc.Encode(RecordOf(r)); err != nil {
+			return fmt.Errorf("write status: %w", err)
+		}
+	}
+	return nil
+}
+
+// WriteTable prints the runs as an aligned table with a header.
+func WriteTable(w io.Writer, runs []claim.Run) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSLOT\tSTATUS\tATTEMPT\tINSTANCE\tSTARTED\tDURATION\tEXIT")
+	for _, r := range runs {
+		rec := RecordOf(r)
+		started, dur, exit := "-", "-", "-"
+		if !r.StartedAt.IsZero() {
+			started = r.StartedAt.UTC().Format("2006-01-02T15:04:05.000Z")
+		}
+		if rec.DurationMs != nil {
+			dur = r.Duration().Round(time.Millisecond).String()
+		}
+		if r.ExitCode != nil {
+			exit = strconv.Itoa(*r.ExitCode)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
+			rec.Job, rec.Slot, rec.Status, rec.Attempt, rec.Instance, started, dur, exit)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	return nil
+}
+
+// Sanitize neutralises what could drive a terminal: control characters (C0,
+// DEL, C1, including ESC and the 8-bit CSI) become visible escapes such as
+// \x1b or \u009b, and invalid UTF-8 becomes U+FFFD. Newlines and tabs are
+// kept.
+func Sanitize(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || (unicode.IsControl(r) && r != '\n' && r != '\t') {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i, w := 0, 0; i < len(s); i += w {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		w = size
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			b.WriteRune(utf8.RuneError)
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r < 0x80 && unicode.IsControl(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,299 @@
+// Package e2e runs real anarchond processes, built from this tree, through
+// testscript scripts in testdata/: the command beside its expected result.
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "anarchond-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "anarchond"), "github.com/anarchon/anarchon/cmd/anarchond")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build anarchond:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata",
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
+			// SOON is a daily cron expression two seconds from now (UTC):
+			// a job that fires once while the script runs.
+			soon := time.Now().UTC().Add(2 * time.Second)
+			env.Setenv("SOON", fmt.Sprintf("%d %d %d * * *", soon.Second(), soon.Minute(), soon.Hour()))
+			// anarchond refuses a crontab writable by group or others; the
+			// archive's files are written 0666 minus the umask.
+			return filepath.WalkDir(env.WorkDir, func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				return os.Chmod(p, 0o644)
+			})
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitfile":      cmdWaitFile,
+			"exactlyonce":   cmdExactlyOnce,
+			"statusok":      cmdStatusOK,
+			"pidgone":       cmdPidGone,
+			"runner-signal": cmdRunnerSignal,
+			"subst":         cmdSubst,
+			"chmod":         cmdChmod,
+		},
+	})
+}
+
+// timeoutFlag reads an optional leading "-t duration" (default def).
+func timeoutFlag(ts *testscript.TestScript, args []string, def time.Duration) (time.Duration, []string) {
+	if len(args) >= 2 && args[0] == "-t" {
+		d, err := time.ParseDuration(args[1])
+		ts.Check(err)
+		return d, args[2:]
+	}
+	return def, args
+}
+
+// poll calls cond until it is true or d has passed; it reports which.
+func poll(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// waitfile [-t timeout] [-n count] file regexp: await count lines of file
+// matching regexp (default 1, within 20s).
+func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("unsupported: ! waitfile")
+	}
+	timeout, args := timeoutFlag(ts, args, 20*time.Second)
+	count := 1
+	if len(args) >= 2 && args[0] == "-n" {
+		n, err := strconv.Atoi(args[1])
+		ts.Check(err)
+		count, args = n, args[2:]
+	}
+	if len(args) != 2 {
+		ts.Fatalf("usage: waitfile [-t timeout] [-n count] file regexp")
+	}
+	re := regexp.MustCompile(args[1])
+	path := ts.MkAbs(args[0])
+	start := time.Now()
+	var data []byte
+	ok := poll(timeout, func() bool {
+		data, _ = os.ReadFile(path)
+		n := 0
+		for line := range strings.Lines(string(data)) {
+			if re.MatchString(line) {
+				n++
+			}
+		}
+		return n >= count
+	})
+	if !ok {
+		ts.Fatalf("%s: %d line(s) matching %q did not appear within %v; it holds:\n%s", args[0], count, args[1], timeout, data)
+	}
+	ts.Logf("%s: %d line(s) matching %q after %v", args[0], count, args[1], time.Since(start).Round(time.Millisecond))
+}
+
+// slotLines parses "slot_ms instance attempt" lines.
+func slotLines(ts *testscript.TestScript, file string) map[int64][]string {
+	slots := map[int64][]string{}
+	for line := range strings.Lines(ts.ReadFile(file)) {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			ts.Fatalf("%s: malformed line %q", file, line)
+		}
+		ms, err := strconv.ParseInt(f[0], 10, 64)
+		ts.Check(err)
+		slots[ms] = append(slots[ms], strings.TrimSpace(line))
+	}
+	return slots
+}
+
+// exactlyonce file min: every slot of file appears once, the slots are
+// consecutive seconds, and there are at least min of them.
+func cmdExactlyOnce(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: exactlyonce file min")
+	}
+	min, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	slots := slotLines(ts, args[0])
+	keys := slices.Sorted(func(yield func(int64) bool) {
+		for k := range slots {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	instances := map[string]int{}
+	for i, k := range keys {
+		if len(slots[k]) != 1 {
+			ts.Fatalf("slot %d ran %d times: %q", k, len(slots[k]), slots[k])
+		}
+		if i > 0 && k-keys[i-1] != 1000 {
+			ts.Fatalf("slots %d and %d are not consecutive seconds: a slot was skipped", keys[i-1], k)
+		}
+		instances[strings.Fields(slots[k][0])[1]]++
+	}
+	if len(keys) < min {
+		ts.Fatalf("%d slots ran, want at least %d", len(keys), min)
+	}
+	ts.Logf("%d slots, each exactly once, by instances %v", len(keys), instances)
+}
+
+// statusok file: every slot of file appears in the last command's stdout
+// (status --json) as succeeded, run by the instance that wrote it.
+func cmdStatusOK(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: statusok file")
+	}
+	type rec struct {
+		SlotMs   int64  `json:"slot_ms"`
+		Status   string `json:"status"`
+		Instance string `json:"instance"`
+		Attempt  int    `json:"attempt"`
+		ExitCode *int   `json:"exit_code"`
+	}
+	got := map[int64]rec{}
+	sc := bufio.NewScanner(strings.NewReader(ts.ReadFile("stdout")))
+	for sc.Scan() {
+		var r rec
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			ts.Fatalf("status --json line %q: %v", sc.Text(), err)
+		}
+		got[r.SlotMs] = r
+	}
+	for ms, lines := range slotLines(ts, args[0]) {
+		f := strings.Fields(lines[0])
+		r, ok := got[ms]
+		switch {
+		case !ok:
+			ts.Fatalf("slot %d ran (%q) but status does not list it", ms, lines[0])
+		case r.Status != "succeeded" || r.ExitCode == nil || *r.ExitCode != 0:
+			ts.Fatalf("slot %d: status %q exit %v, want succeeded 0", ms, r.Status, r.ExitCode)
+		case r.Instance != f[1] || strconv.Itoa(r.Attempt) != f[2]:
+			ts.Fatalf("slot %d: status says %s attempt %d, the job says %s attempt %s", ms, r.Instance, r.Attempt, f[1], f[2])
+		}
+	}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+// pidgone [-t timeout] file: the pid written in file (its last line's last
+// field) is gone within the timeout (default 5s).
+func cmdPidGone(ts *testscript.TestScript, neg bool, args []string) {
+	timeout, args := timeoutFlag(ts, args, 5*time.Second)
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: pidgone [-t timeout] file")
+	}
+	f := strings.Fields(ts.ReadFile(args[0]))
+	if len(f) == 0 {
+		ts.Fatalf("%s is empty", args[0])
+	}
+	pid, err := strconv.Atoi(f[len(f)-1])
+	ts.Check(err)
+	if !poll(timeout, func() bool { return !alive(pid) }) {
+		ts.Fatalf("process %d is still running after %v", pid, timeout)
+	}
+}
+
+// ppid returns the parent of pid.
+func ppid(ts *testscript.TestScript, pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	ts.Check(err)
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	p, err := strconv.Atoi(f[1])
+	ts.Check(err)
+	return p
+}
+
+// runner-signal SIG file: send SIG (KILL, STOP, CONT, TERM) to the daemon
+// running the job whose shell wrote its pid as the last field of file's
+// first line. The shell's parent is the supervisor; its parent the daemon.
+func cmdRunnerSignal(ts *testscript.TestScript, neg bool, args []string) {
+	sigs := map[string]syscall.Signal{"KILL": syscall.SIGKILL, "STOP": syscall.SIGSTOP, "CONT": syscall.SIGCONT, "TERM": syscall.SIGTERM}
+	if neg || len(args) != 2 || sigs[args[0]] == 0 {
+		ts.Fatalf("usage: runner-signal KILL|STOP|CONT|TERM file")
+	}
+	first, _, _ := strings.Cut(ts.ReadFile(args[1]), "\n")
+	f := strings.Fields(first)
+	pid, err := strconv.Atoi(f[len(f)-1])
+	ts.Check(err)
+	daemon := ppid(ts, ppid(ts, pid))
+	ts.Logf("signal %s to daemon %d (job shell %d)", args[0], daemon, pid)
+	ts.Check(syscall.Kill(daemon, sigs[args[0]]))
+}
+
+var placeholder = regexp.MustCompile(`@[A-Z_]+@`)
+
+// subst in out: copy in to out, replacing each @NAME@ with the script's
+// $NAME (the $VARS of a job's command are left alone).
+func cmdSubst(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: subst in out")
+	}
+	out := placeholder.ReplaceAllStringFunc(ts.ReadFile(args[0]), func(m string) string {
+		return ts.Getenv(strings.Trim(m, "@"))
+	})
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(out), 0o644))
+}
+
+// chmod mode file: set file's mode (octal).
+func cmdChmod(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: chmod mode file")
+	}
+	mode, err := strconv.ParseUint(args[0], 8, 32)
+	ts.Check(err)
+	ts.Check(os.Chmod(ts.MkAbs(args[1]), os.FileMode(mode)))
+}
