@@ -146,7 +146,9 @@ func (h *harness) awaitTimers(n int) {
 	}
 }
 
-func slotOf(sec int) int64 { return t0.Truncate(time.Second).Add(time.Duration(sec) * time.Second).UnixMilli() }
+func slotOf(sec int) int64 {
+	return t0.Truncate(time.Second).Add(time.Duration(sec) * time.Second).UnixMilli()
+}
 
 func TestEverySlotRunsOnceInOrder(t *testing.T) {
 	h := newHarness(t)
