@@ -119,7 +119,10 @@ func (f Fence) String() string { return fmt.Sprintf("%s@%d#%d", f.Job, f.Slot, f
 
 // Outcome of an execution, as recorded by Finish.
 type Finish struct {
-	Status     Status // succeeded, failed or timeout
+	// Status is succeeded, failed or timeout; or interrupted when a
+	// claim-only backend's run was stopped by the daemon's shutdown (no
+	// backup will ever run it).
+	Status     Status
 	ExitCode   int
 	OutputTail string
 	// StartedAt and FinishedAt are the runner's clock; lease backends keep

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"time"
 	"errors"
 	"os"
 	"path/filepath"
@@ -25,6 +27,8 @@ func FuzzParse(f *testing.F) {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		wd := time.AfterFunc(3*time.Second, func() { panic(fmt.Sprintf("slow input %q", data)) })
+		defer wd.Stop()
 		cfg, err := Parse("fuzz.yaml", data, LoadOptions{Environ: noEnv, Hostname: fixedHost})
 		if err == nil {
 			if cfg == nil {

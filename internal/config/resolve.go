@@ -380,14 +380,14 @@ func checkOneURL(raw string, schemes []string) string {
 	want := strings.Join(schemes, "://, ") + "://"
 	u, err := url.Parse(raw)
 	if err != nil {
-		reason := "cannot be parsed"
-		if ue, ok := err.(*url.Error); ok {
-			reason = Redact(ue.Err.Error())
-		}
-		return fmt.Sprintf("is not a valid URL (%s); expected %s...", reason, want)
+		// url.Parse's reason may quote a piece of the password (an
+		// unescaped "/" in it ends the host early), so it is not shown.
+		return fmt.Sprintf("is not a valid URL (expected %s...; percent-encode special characters such as @ / : %% # ? in the user name and password)", want)
 	}
 	if !slices.Contains(schemes, u.Scheme) {
-		if u.Scheme == "" {
+		// The scheme is shown only when it is one ("user:password@host"
+		// parses with the user name as its scheme).
+		if u.Scheme == "" || len(u.Scheme) > 10 || !strings.HasPrefix(raw, u.Scheme+"://") {
 			return fmt.Sprintf("must start with %s", want)
 		}
 		return fmt.Sprintf("must start with %s, not %s://", want, u.Scheme)
@@ -888,6 +888,11 @@ var (
 // length w (from < slot <= from+w) found in the probe stretch, stopping as
 // soon as it exceeds limit; and the end of the window where it found it.
 func maxSlotsWithin(s schedule.Schedule, w time.Duration, limit int) (int, time.Time) {
+	// Slots are at least a second apart (whole seconds, or @every of 1s or
+	// more), so a window of at most limit seconds holds at most limit.
+	if w <= time.Duration(limit)*time.Second {
+		return 0, time.Time{}
+	}
 	end := idmpProbeFrom.Add(idmpProbeSpan)
 	// Few slots in the whole stretch: no window can hold more.
 	if len(schedule.Between(s, idmpProbeFrom, end, limit+1)) <= limit {

@@ -39,7 +39,7 @@ var ErrBackend = errors.New("backend unavailable")
 // Run runs the daemon until SIGTERM or SIGINT (or ctx), then stops
 // gracefully (SPEC §4).
 func Run(ctx context.Context, cfg *config.Config, o Options) error {
-	log := o.Log.With(zap.String("instance", cfg.Instance))
+	log := o.Log
 	b, err := claim.Open(ctx, claim.OpenParams{Config: cfg, Log: log, Clock: o.Clock})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBackend, err)
@@ -65,7 +65,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	defer signal.Stop(hup)
 	go reloadOnHUP(ctx, hup, cfg, s, o.Reload, log)
 
-	log.Info("anarchond started", zap.String("backend", cfg.Backend.Type),
+	log.Info("anarchond started", zap.String("instance", cfg.Instance), zap.String("backend", cfg.Backend.Type),
 		zap.Int("jobs", len(cfg.Jobs)), zap.String("config", cfg.File))
 	err = s.Run(ctx)
 	log.Info("anarchond stopped")

@@ -72,9 +72,12 @@ func (h *heartbeat) run(ctx context.Context, anchor time.Time) {
 		downSince  time.Time // zero while the store answers
 		failures   int
 	)
+	// A renewal still in flight is cancelled and awaited, so that none lands
+	// after run returns (it would take back a released lease).
 	defer func() {
-		if cancelCall != nil {
+		if results != nil {
 			cancelCall()
+			<-results
 		}
 	}()
 	failed := func(err error) {
@@ -99,6 +102,8 @@ func (h *heartbeat) run(ctx context.Context, anchor time.Time) {
 				return
 			}
 			if results != nil {
+				// Abandoned: its goroutine ends when the backend honours
+				// the cancellation; its answer is dropped.
 				cancelCall()
 				failed(errors.New("lease renewal got no answer within a heartbeat"))
 			}

@@ -276,3 +276,13 @@ func waitLogs(t *testing.T, logs *observer.ObservedLogs, msg string, n int) {
 		return logs.FilterMessage(msg).Len() >= n
 	})
 }
+
+// waitTimers waits until clk has n timers armed: the runner waits on them.
+func waitTimers(t *testing.T, clk *clock.Fake, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clk.WaitTimers(ctx, n); err != nil {
+		t.Fatalf("waiting for %d timers: %v", n, err)
+	}
+}

@@ -54,11 +54,7 @@ func startLeaseRun(t *testing.T, ls *leaseStore, ctx context.Context, command st
 
 func (lr *leaseRun) waitTimers() {
 	lr.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := lr.clk.WaitTimers(ctx, 3); err != nil {
-		lr.t.Fatalf("the runner does not wait on its timers: %v", err)
-	}
+	waitTimers(lr.t, lr.clk, 3)
 }
 
 // at sets the fake clock to t0 + d.
@@ -215,11 +211,7 @@ func TestClaimOnlyDoesNotHeartbeat(t *testing.T) {
 	job.Workdir = dir
 	done := startRun(r, context.Background(), execution(job))
 	readPid(t, dir, "pid")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := clk.WaitTimers(ctx, 1); err != nil { // the job's timeout
-		t.Fatal(err)
-	}
+	waitTimers(t, clk, 1) // the job's timeout
 	clk.Advance(59 * time.Second)
 	if n := clk.Timers(); n != 1 {
 		t.Fatalf("%d timers armed, want the timeout only", n)
@@ -229,5 +221,25 @@ func TestClaimOnlyDoesNotHeartbeat(t *testing.T) {
 	}
 	if rep := await(t, done, 10*time.Second); rep.Status != claim.StatusSucceeded || !rep.Recorded {
 		t.Fatalf("report = %+v", rep)
+	}
+}
+
+// Cancelled before it started: the command never runs, the lease is
+// released.
+func TestHardStopBeforeStart(t *testing.T) {
+	t.Parallel()
+	ls := &leaseStore{}
+	r, _ := newRunner(t, ls, clock.NewFake(t0))
+	dir := t.TempDir()
+	job := shellJob("never", "touch ran")
+	job.Workdir = dir
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep := run(t, r, ctx, execution(job), 10*time.Second)
+	if !rep.Released || rep.Recorded || rep.ExitCode != -1 || !errors.Is(rep.Err, ErrStopped) {
+		t.Fatalf("report = %+v", rep)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the command ran: %v", err)
 	}
 }

@@ -195,7 +195,7 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 
 	if ctx.Err() != nil {
 		log.Warn("job not started: the daemon is stopping")
-		return r.hardStop(ctx, clk, log, e, leaser, Report{ExitCode: notStartedCode}, "")
+		return r.hardStop(ctx, clk, log, e, leaser, start, Report{ExitCode: notStartedCode}, "")
 	}
 	l, err := r.prepare(e)
 	var p *process
@@ -205,7 +205,11 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 	if err != nil {
 		return r.notStarted(ctx, clk, log, e, start, err)
 	}
-	log.Info("job started", zap.Int("pid", p.pid), zap.Time("lease_until", e.LeaseUntil))
+	if e.LeaseUntil.IsZero() {
+		log.Info("job started", zap.Int("pid", p.pid))
+	} else {
+		log.Info("job started", zap.Int("pid", p.pid), zap.Time("lease_until", e.LeaseUntil))
+	}
 
 	// The heartbeat lives until Run returns: it keeps the lease while the
 	// command stops and while the result is recorded.
@@ -222,13 +226,15 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 	} else {
 		close(hbDone)
 	}
-	defer func() {
+	stopHeartbeat := func() {
 		hbCancel()
 		<-hbDone
-	}()
+	}
+	defer stopHeartbeat()
 
 	var (
 		why      stopKind
+		timeoutT clock.Timer
 		timeoutC <-chan time.Time
 		killT    clock.Timer
 		killC    <-chan time.Time
@@ -237,9 +243,8 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 		termSent bool
 	)
 	if job.Timeout > 0 {
-		t := clk.NewTimer(job.Timeout)
-		defer t.Stop()
-		timeoutC = t.C()
+		timeoutT = clk.NewTimer(job.Timeout)
+		timeoutC = timeoutT.C()
 	}
 	// stop ends the command: SIGTERM to the group once, SIGKILL after grace
 	// (a later stop may only bring the SIGKILL forward).
@@ -302,8 +307,10 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 			p.signal(syscall.SIGKILL)
 		}
 	}
-	if killT != nil {
-		killT.Stop()
+	for _, t := range []clock.Timer{timeoutT, killT} {
+		if t != nil {
+			t.Stop()
+		}
 	}
 	code := p.finish(clk, log)
 	end := clk.Now()
@@ -322,7 +329,9 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 		log.Warn("job stopped after losing the store; result not recorded", zap.Int("exit_code", code))
 		return rep
 	case stopShutdown:
-		return r.hardStop(ctx, clk, log, e, leaser, rep, tail)
+		// A renewal after the release would take the lease back.
+		stopHeartbeat()
+		return r.hardStop(ctx, clk, log, e, leaser, start, rep, tail)
 	case stopTimeout:
 		rep.Status = claim.StatusTimeout
 	default:
@@ -366,7 +375,7 @@ func (r *Runner) notStarted(ctx context.Context, clk clock.Clock, log *zap.Logge
 
 // hardStop ends an attempt that the daemon's hard stop interrupted: lease
 // backends release the lease, claim-only backends record it as interrupted.
-func (r *Runner) hardStop(ctx context.Context, clk clock.Clock, log *zap.Logger, e Execution, leaser claim.Leaser, rep Report, tail string) Report {
+func (r *Runner) hardStop(ctx context.Context, clk clock.Clock, log *zap.Logger, e Execution, leaser claim.Leaser, start time.Time, rep Report, tail string) Report {
 	rep.Err = ErrStopped
 	if leaser != nil {
 		_, err := retry(ctx, clk, releaseWindow, nil, func(ctx context.Context) error {
@@ -386,9 +395,8 @@ func (r *Runner) hardStop(ctx context.Context, clk clock.Clock, log *zap.Logger,
 		return rep
 	}
 	rep.Status = claim.StatusInterrupted
-	now := clk.Now()
 	fin := claim.Finish{Status: claim.StatusInterrupted, ExitCode: rep.ExitCode, OutputTail: tail,
-		StartedAt: now.Add(-rep.Duration).UTC(), FinishedAt: now.UTC()}
+		StartedAt: start.UTC(), FinishedAt: start.Add(rep.Duration).UTC()}
 	var err error
 	rep.Recorded, rep.Fenced, err = r.record(ctx, clk, log, e.Fence, fin, releaseWindow, nil)
 	if err != nil {

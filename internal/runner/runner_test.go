@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -259,61 +260,81 @@ func TestLongLinesSplit(t *testing.T) {
 }
 
 // The timeout stops the whole process group: the shell and the sleep it
-// waits for in the foreground.
+// waits for in the foreground. The job's timers run on a fake clock so that
+// the timeout cannot fire before the job is up, however slow the machine.
 func TestTimeoutKillsProcessGroup(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	s := &store{}
-	r, _ := newRunner(t, s, clock.Real{})
+	clk := clock.NewFake(t0)
+	r, _ := newRunner(t, s, clk)
 	job := shellJob("slow", `echo $$ > sh.tmp && mv sh.tmp sh.pid
 sh -c 'echo $$ > sleep.tmp && mv sleep.tmp sleep.pid && exec sleep 30'; echo done`)
 	job.Workdir = dir
-	job.Timeout = 300 * time.Millisecond
-	job.KillGrace = 20 * time.Second
-	rep := run(t, r, context.Background(), execution(job), 15*time.Second)
+	job.Timeout = 5 * time.Minute
+	done := startRun(r, context.Background(), execution(job))
+	sh, sleep := readPid(t, dir, "sh.pid"), readPid(t, dir, "sleep.pid")
+	waitFor(t, "the sleep", func() bool {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", sleep))
+		return string(comm) == "sleep\n"
+	})
+	waitTimers(t, clk, 1) // the timeout
+	clk.Advance(job.Timeout)
+	rep := await(t, done, 15*time.Second)
 	if rep.Status != claim.StatusTimeout || rep.ExitCode != 143 || !rep.Recorded {
 		t.Fatalf("report = %+v", rep)
-	}
-	if rep.Duration >= job.KillGrace {
-		t.Fatalf("the job ran %v: SIGTERM did not stop it", rep.Duration)
 	}
 	fins, _ := s.finished()
 	if fins[0].Status != claim.StatusTimeout || fins[0].ExitCode != 143 || strings.Contains(fins[0].OutputTail, "done") {
 		t.Fatalf("recorded %+v", fins[0])
 	}
-	waitDead(t, readPid(t, dir, "sh.pid"), readPid(t, dir, "sleep.pid"))
+	waitDead(t, sh, sleep)
 }
 
 func TestTimeoutEscalatesToKill(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	s := &store{}
-	r, logs := newRunner(t, s, clock.Real{})
+	clk := clock.NewFake(t0)
+	r, logs := newRunner(t, s, clk)
 	// Ignoring TERM is inherited by the sleep: only SIGKILL ends them.
 	job := shellJob("stubborn", `trap '' TERM; echo $$ > sh.tmp && mv sh.tmp sh.pid; sleep 30`)
 	job.Workdir = dir
-	job.Timeout = 200 * time.Millisecond
-	job.KillGrace = 300 * time.Millisecond
-	rep := run(t, r, context.Background(), execution(job), 15*time.Second)
+	done := startRun(r, context.Background(), execution(job))
+	sh := readPid(t, dir, "sh.pid")
+	waitTimers(t, clk, 1) // the timeout
+	clk.Advance(job.Timeout)
+	waitLogs(t, logs, "job timed out; stopping it", 1)
+	waitTimers(t, clk, 1) // the kill grace
+	if !alive(sh) {
+		t.Fatal("SIGTERM ended a job that ignores it")
+	}
+	clk.Advance(job.KillGrace)
+	rep := await(t, done, 15*time.Second)
 	if rep.Status != claim.StatusTimeout || rep.ExitCode != 137 || !rep.Recorded {
 		t.Fatalf("report = %+v", rep)
 	}
 	if logs.FilterMessage("job still running after SIGTERM; sending SIGKILL to its process group").Len() != 1 {
 		t.Fatal("no SIGKILL logged")
 	}
-	waitDead(t, readPid(t, dir, "sh.pid"))
+	waitDead(t, sh)
 }
 
 // The daemon's SIGTERM reaches the supervisor too; it must not kill the
 // group then, so that the job's own handler runs.
 func TestTimeoutLetsTheJobCleanUp(t *testing.T) {
 	t.Parallel()
+	dir := t.TempDir()
 	s := &store{}
-	r, _ := newRunner(t, s, clock.Real{})
-	job := shellJob("tidy", `trap 'echo cleaning up; exit 0' TERM; sleep 30 & wait`)
-	job.Timeout = 300 * time.Millisecond
-	job.KillGrace = 20 * time.Second
-	rep := run(t, r, context.Background(), execution(job), 15*time.Second)
+	clk := clock.NewFake(t0)
+	r, _ := newRunner(t, s, clk)
+	job := shellJob("tidy", `trap 'echo cleaning up; exit 0' TERM; echo $$ > sh.tmp && mv sh.tmp sh.pid; sleep 30 & wait`)
+	job.Workdir = dir
+	done := startRun(r, context.Background(), execution(job))
+	readPid(t, dir, "sh.pid")
+	waitTimers(t, clk, 1) // the timeout
+	clk.Advance(job.Timeout)
+	rep := await(t, done, 15*time.Second)
 	fins, _ := s.finished()
 	if rep.Status != claim.StatusTimeout || rep.ExitCode != 0 || fins[0].OutputTail != "cleaning up\n" {
 		t.Fatalf("report %+v, recorded %+v", rep, fins)

@@ -336,6 +336,16 @@ func TestAgainstOracle(t *testing.T) {
 		{"Europe/London", "2027-03-28"},
 		{"Europe/London", "2027-10-31"},
 		{"UTC", "2027-06-15"},
+		// Beyond the tzdata tables (2037), where Go computes offsets from the
+		// zone's rule; 2044 is a leap year, and Go's ZoneBounds gets
+		// 31 December of a leap year wrong there.
+		{"Europe/Athens", "2044-03-27"},
+		{"Europe/Athens", "2044-10-30"},
+		{"Europe/Athens", "2044-12-31"},
+		{"America/New_York", "2044-11-06"},
+		{"Australia/Lord_Howe", "2044-04-03"},
+		{"Australia/Lord_Howe", "2044-10-02"},
+		{"Australia/Lord_Howe", "2044-12-31"},
 	}
 	minuteExprs := []string{
 		"30 3 * * *", "0,30 3 * * *", "0 3,4 * * *", "30 2 * * *", "30 1 * * *", "45 1 * * *", "15 2 * * *",

@@ -46,9 +46,8 @@ func (c *cron) Next(t time.Time) time.Time {
 func (c *cron) nextElapsed(chk *gronx.SegmentChecker, u0 time.Time) time.Time {
 	limit := u0.AddDate(horizonYears, 0, 0)
 	for u := u0; u.Before(limit); {
-		local := u.In(c.loc)
-		_, off := local.Zone()
-		_, end := local.ZoneBounds()
+		_, off := u.In(c.loc).Zone()
+		end := c.periodEnd(u, off)
 		hi := limit
 		if !end.IsZero() && end.Before(limit) {
 			hi = end
@@ -101,12 +100,12 @@ func (c *cron) firstInstant(w time.Time) time.Time {
 	h, mi, s := w.Clock()
 	u := time.Date(y, mo, d, h, mi, s, 0, c.loc) // one of the instants, or near the gap
 	_, off := u.Zone()
-	start, end := u.ZoneBounds()
+	start, _ := u.ZoneBounds()
 	switch shown := naive(u, off); {
 	case shown.Equal(w):
 		// time.Date may have picked the second occurrence: look for one in
 		// the previous period.
-		if !start.IsZero() {
+		if !start.IsZero() && !start.After(u) {
 			_, prev := start.Add(-time.Second).In(c.loc).Zone()
 			early := w.Add(-time.Duration(prev) * time.Second)
 			if _, o := early.In(c.loc).Zone(); o == prev && early.Before(start) {
@@ -116,11 +115,67 @@ func (c *cron) firstInstant(w time.Time) time.Time {
 		return u.UTC()
 	case shown.After(w):
 		// w is in a gap that ends where u's period starts.
-		return start.UTC()
+		if !start.IsZero() && !start.After(u) && c.offset(start.Add(-time.Second)) != off {
+			return start.UTC()
+		}
+		return c.lastChange(u).UTC()
 	default:
 		// w is in a gap that starts where u's period ends.
-		return end.UTC()
+		return c.periodEnd(u, off).UTC()
 	}
+}
+
+func (c *cron) offset(u time.Time) int {
+	_, off := u.In(c.loc).Zone()
+	return off
+}
+
+// lastChange returns the last instant at or before u at which the zone's
+// offset changed, looking back a day: a fallback for when ZoneBounds does
+// not know.
+func (c *cron) lastChange(u time.Time) time.Time {
+	hi := u.Truncate(time.Second)
+	off := c.offset(hi)
+	lo := hi.Add(-24 * time.Hour)
+	if c.offset(lo) == off {
+		return hi
+	}
+	for hi.Sub(lo) > time.Second { // offset(lo) != off == offset(hi)
+		mid := lo.Add(hi.Sub(lo) / 2).Truncate(time.Second)
+		if c.offset(mid) == off {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// periodEnd returns the first instant after u at which the zone's UTC offset
+// is no longer off (the offset at u), or the zero Time if it never changes.
+//
+// It trusts time.Time.ZoneBounds when its answer makes sense. Beyond the end
+// of the tzdata tables Go computes bounds from the zone's rule, treats every
+// year as 365 days long and, on 31 December of a leap year, returns an end
+// at or before u (Go 1.26): then it searches the next day itself.
+func (c *cron) periodEnd(u time.Time, off int) time.Time {
+	_, end := u.In(c.loc).ZoneBounds()
+	if end.IsZero() || (end.After(u) && c.offset(end.Add(-time.Second)) == off) {
+		return end
+	}
+	lo, hi := u.Truncate(time.Second), u.Truncate(time.Second).Add(24*time.Hour)
+	if c.offset(hi) == off {
+		return hi // offsets change at most a few times a year: constant up to hi
+	}
+	for hi.Sub(lo) > time.Second { // offset(lo) == off != offset(hi)
+		mid := lo.Add(hi.Sub(lo) / 2).Truncate(time.Second)
+		if c.offset(mid) == off {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
 }
 
 // naive returns the wall time of instant u at UTC offset off (seconds).

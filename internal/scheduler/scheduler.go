@@ -268,27 +268,39 @@ func (s *Scheduler) skipMissed(e *entry, first, now time.Time) time.Time {
 // claimAndRun claims (job, slot) and acts on the answer: run it when won,
 // watch it as a backup when another instance holds its lease.
 func (s *Scheduler) claimAndRun(ctx, runCtx context.Context, job config.Job, slot time.Time) {
-	res, req, ok := s.claimRetrying(ctx, job, slot, claim.NewToken(), true)
+	c, ok := s.claimRetrying(ctx, job, slot, claim.NewToken(), true)
 	for ok {
-		switch res.Outcome {
+		switch c.res.Outcome {
 		case claim.Won:
-			s.execute(ctx, runCtx, job, req, res)
+			s.execute(ctx, runCtx, job, c)
 			return
 		case claim.Running:
 			if s.leaser == nil {
 				return
 			}
-			res, req, ok = s.watch(ctx, job, slot)
+			c, ok = s.watch(ctx, job, slot)
 		default:
 			return
 		}
 	}
 }
 
+// answered is a claim and its answer.
+type answered struct {
+	req claim.Request
+	res claim.Result
+	// leaseStart is the local instant from which the runner counts the
+	// job's full lease: the send of the answered request, moved earlier
+	// when the store answered with less than a full lease left (a re-sent
+	// claim finding the lease its first copy took). The store computed its
+	// answer after that send, so the local end it gives is never late.
+	leaseStart time.Time
+}
+
 // claimRetrying sends one claim and re-sends it with the same token after a
 // transport error, with backoff, until it is answered, ctx is done, or (for
 // a first claim) the slot is late.
-func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time.Time, tok claim.Token, first bool) (claim.Result, claim.Request, bool) {
+func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time.Time, tok claim.Token, first bool) (answered, bool) {
 	req := claim.Request{
 		Job: job.Name, Slot: slot.UnixMilli(), Token: tok, Instance: s.o.Instance,
 		MaxLate: job.MaxLate, Lease: job.Lease, MaxAttempts: job.MaxAttempts,
@@ -310,10 +322,16 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 				fields = append(fields, zap.Int("attempt", res.Attempt))
 			}
 			log.Info("claim", fields...)
-			return res, req, true
+			start := req.Now
+			if !res.LeaseUntil.IsZero() && !res.StoreNow.IsZero() {
+				if left := res.LeaseUntil.Sub(res.StoreNow); left < job.Lease {
+					start = start.Add(left - job.Lease)
+				}
+			}
+			return answered{req: req, res: res, leaseStart: start}, true
 		}
 		if ctx.Err() != nil {
-			return claim.Result{}, req, false
+			return answered{}, false
 		}
 		s.health.failed("claim", err)
 		if s.o.Hooks.ClaimFailed != nil {
@@ -324,14 +342,14 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 			if s.o.Hooks.Missed != nil {
 				s.o.Hooks.Missed(job.Name, 1)
 			}
-			return claim.Result{}, req, false
+			return answered{}, false
 		}
 		if !first {
-			return claim.Result{}, req, false // the watch loop tries again
+			return answered{}, false // the watch loop tries again
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		if clock.Sleep(ctx, s.o.Clock, wait) != nil {
-			return claim.Result{}, req, false
+			return answered{}, false
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
@@ -356,40 +374,40 @@ func (s *Scheduler) claimOnce(ctx context.Context, req claim.Request) (claim.Res
 // heartbeat it reads the run (no lock), and claims it again with a fresh
 // token once the lease has expired. It returns the answer of such a claim,
 // or ok=false when the run is finished or ctx is done.
-func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time) (claim.Result, claim.Request, bool) {
+func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time) (answered, bool) {
 	for {
 		if clock.Sleep(ctx, s.o.Clock, job.Heartbeat) != nil {
-			return claim.Result{}, claim.Request{}, false
+			return answered{}, false
 		}
 		run, now, err := s.leaser.Read(ctx, job.Name, slot.UnixMilli())
 		switch {
 		case errors.Is(err, claim.ErrNotFound):
-			return claim.Result{}, claim.Request{}, false
+			return answered{}, false
 		case err != nil:
 			if ctx.Err() != nil {
-				return claim.Result{}, claim.Request{}, false
+				return answered{}, false
 			}
 			s.health.failed("read", err)
 			continue
 		}
 		s.health.ok("read")
 		if run.Status.Final() {
-			return claim.Result{}, claim.Request{}, false
+			return answered{}, false
 		}
 		if !run.LeaseUntil.Before(now) {
 			continue
 		}
-		res, req, ok := s.claimRetrying(ctx, job, slot, claim.NewToken(), false)
-		if ok && res.Outcome != claim.Running {
-			return res, req, true
+		c, ok := s.claimRetrying(ctx, job, slot, claim.NewToken(), false)
+		if ok && c.res.Outcome != claim.Running {
+			return c, true
 		}
 	}
 }
 
 // execute runs a won attempt; a win that arrives after the stop began is
 // released at once so that another instance can take it.
-func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, req claim.Request, res claim.Result) {
-	fence := req.Fence(res.Attempt)
+func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answered) {
+	fence := c.req.Fence(c.res.Attempt)
 	if ctx.Err() != nil {
 		if s.leaser != nil {
 			if err := s.leaser.Release(runCtx, fence); err != nil {
@@ -399,10 +417,10 @@ func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, req cla
 		return
 	}
 	rep := s.o.Executor.Run(runCtx, runner.Execution{
-		Job: job, Fence: fence, Slot: req.SlotTime(), LeaseUntil: res.LeaseUntil,
+		Job: job, Fence: fence, Slot: c.req.SlotTime(), LeaseUntil: c.res.LeaseUntil, ClaimedAt: c.leaseStart,
 	})
 	if s.o.Hooks.Finished != nil {
-		s.o.Hooks.Finished(job.Name, req.SlotTime(), rep)
+		s.o.Hooks.Finished(job.Name, c.req.SlotTime(), rep)
 	}
 }
 
