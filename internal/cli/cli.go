@@ -136,6 +136,9 @@ func (f *configFlags) load(env Env) (*config.Config, error) {
 	case err != nil:
 		return nil, usageError(err)
 	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
+	}
 	return cfg, nil
 }
 

@@ -2,6 +2,22 @@
 // overridden by ANARCHON_* environment variables, with every job's defaults
 // merged in. Load returns either a Config in which every job is resolved, or
 // an Errors listing every problem with its file, line, job and field.
+//
+// The file is walked as a yaml.v3 node tree against a schema, so that every
+// key and value keeps its line: unknown keys, repeated keys and wrong types are
+// problems like any other, and all of them are listed. YAML anchors, aliases
+// and merge keys ("<<: *common") work; top-level keys starting with "x-" are
+// ignored so that anchors can be defined there.
+//
+// Precedence, for every job setting: the job's own value, then the value in
+// defaults, then the built-in default. A heartbeatMs that is set nowhere is
+// the job's own leaseMs / 3.
+//
+// Every scalar setting outside jobs may be overridden by an environment
+// variable: ANARCHON_ + the key path upper-cased with "." -> "_", e.g.
+// ANARCHON_BACKEND_SQLITE_BUSYTIMEOUTMS for backend.sqlite.busyTimeoutMs. An
+// empty variable is ignored. Viper binds the variables (LoadOptions.Environ
+// replaces the process environment, for tests and embedding).
 package config
 
 import "time"

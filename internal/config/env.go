@@ -13,8 +13,8 @@ import (
 const envPrefix = "ANARCHON"
 
 // reservedEnv are ANARCHON_* variables that are not settings: the ones the
-// daemon gives every job (SPEC §6) and the command line's ANARCHON_CONFIG. They
-// are never reported as unknown.
+// daemon gives every job (SPEC §6) and the command line's ANARCHON_CONFIG. They,
+// and the test suites' ANARCHON_TEST_*, are never reported as unknown.
 var reservedEnv = map[string]bool{
 	"ANARCHON_CONFIG":   true,
 	"ANARCHON_JOB":      true,
@@ -93,7 +93,8 @@ func (e *envLayer) unknown(paths []pathSpec) []string {
 	seen := map[string]bool{}
 	for _, kv := range e.all {
 		k, val, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(k, envPrefix+"_") || val == "" || known[k] != "" || reservedEnv[k] || seen[k] {
+		if !strings.HasPrefix(k, envPrefix+"_") || strings.HasPrefix(k, envPrefix+"_TEST_") ||
+			val == "" || known[k] != "" || reservedEnv[k] || seen[k] {
 			continue
 		}
 		seen[k] = true

@@ -9,9 +9,8 @@ import (
 // Error is one problem in a crontab, with its place.
 //
 // A problem in the file has File and Line (Column when known); a problem of
-// the file as a whole (its permissions, an empty schedule list) has File only;
-// a problem with an ANARCHON_* environment override has File and Env, and no
-// Line.
+// the file as a whole (its permissions) has File only; a problem with an
+// ANARCHON_* environment override has File and Env, and no Line.
 type Error struct {
 	File   string // the crontab path as given to Load or Parse
 	Line   int    // 1-based; 0 when the problem has no line
@@ -25,7 +24,7 @@ type Error struct {
 // Error formats the problem on one line, leaving out the parts that are empty:
 //
 //	crontab.yaml:12: job "sync": jobs[2].schedule: bad schedule "*/61 * * * *": ...
-//	env ANARCHON_BACKEND_TYPE: backend.type: unknown backend type "mysql" ...
+//	env ANARCHON_BACKEND_TYPE: backend.type: must be one of sqlite, postgres, redis, rabbitmq, nats; not "mysql"
 //	crontab.yaml: file is writable by group or others (mode 0666); ...
 func (e *Error) Error() string {
 	parts := make([]string, 0, 4)

@@ -254,11 +254,11 @@ func (p *parser) asStringMap(v *value) (map[string]string, bool) {
 	ok := true
 	for _, pr := range p.pairs(n, v.field, v.job, 0) {
 		k := resolve(pr.k).Value
-		field := v.field + "." + k
+		field := v.field + "." + fieldKey(k)
 		r := resolve(pr.v)
 		switch {
 		case !envNameRE.MatchString(k):
-			p.errNode(pr.k, v.job, field, "bad variable name %q: use letters, digits and _, not starting with a digit", k)
+			p.errNode(pr.k, v.job, field, "bad variable name %q: use letters, digits and _, not starting with a digit", short(k))
 			ok = false
 		case slices.Contains(jobReservedEnv, k):
 			p.errNode(pr.k, v.job, field, "%s is set by the daemon for every run and cannot be set here", k)
@@ -283,7 +283,7 @@ func oneOf(choices []string) func(string) string {
 		if slices.Contains(choices, s) {
 			return ""
 		}
-		return fmt.Sprintf("must be one of %s; not %q", strings.Join(choices, ", "), s)
+		return fmt.Sprintf("must be one of %s; not %q", strings.Join(choices, ", "), short(s))
 	}
 }
 
@@ -299,7 +299,7 @@ func matches(re *regexp.Regexp, what string) func(string) string {
 		if re.MatchString(s) {
 			return ""
 		}
-		return fmt.Sprintf("bad %s %q: must be %s", what, s, humanPattern(re))
+		return fmt.Sprintf("bad %s %q: must be %s", what, short(s), humanPattern(re))
 	}
 }
 

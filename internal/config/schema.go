@@ -3,7 +3,10 @@ package config
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -223,7 +226,7 @@ func describe(n *yaml.Node) string {
 		case "!!binary":
 			return "binary data"
 		default:
-			return "a value tagged " + n.Tag
+			return "a value tagged " + fieldKey(n.Tag)
 		}
 	}
 	return "an alias"
@@ -253,7 +256,7 @@ func (p *parser) pairs(m *yaml.Node, field, job string, depth int) []pair {
 			continue
 		}
 		if first, ok := seen[rk.Value]; ok {
-			p.errNode(k, job, joinField(field, rk.Value), "duplicate key %q (first at line %d)", rk.Value, first.Line)
+			p.errNode(k, job, joinField(field, fieldKey(rk.Value)), "duplicate key %q (first at line %d)", short(rk.Value), first.Line)
 			continue
 		}
 		seen[rk.Value] = k
@@ -331,7 +334,7 @@ func (p *parser) walkMap(m *yaml.Node, prefix, field string, specs []*spec, dst 
 		}
 		key := resolve(pr.k).Value
 		path := prefix + key
-		disp := joinField(field, key)
+		disp := joinField(field, fieldKey(key))
 		s := findSpec(specs, key)
 		if s == nil {
 			if prefix == "" && job == nil && strings.HasPrefix(key, extensionPrefix) {
@@ -400,7 +403,7 @@ func (p *parser) walkJob(n *yaml.Node, index int, specs []*spec) {
 // unknownKeyMsg explains an unknown key, suggesting the key it most likely
 // means: a close one at the same level, or the same key at another level.
 func unknownKeyMsg(key, field string, specs []*spec, inJob bool) string {
-	msg := fmt.Sprintf("unknown key %q", key)
+	msg := fmt.Sprintf("unknown key %q", short(key))
 	if best := closest(key, specs); best != "" {
 		return msg + fmt.Sprintf(" (did you mean %q?)", best)
 	}
@@ -480,4 +483,27 @@ func levenshtein(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(rb)]
+}
+
+// short cuts s for a message.
+func short(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// fieldKey is key as a part of a field path: quoted when it holds white
+// space or control characters, so that a problem stays on one line.
+func fieldKey(key string) string {
+	key = short(key)
+	if strings.IndexFunc(key, func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(key)
+	}
+	return key
 }

@@ -67,10 +67,11 @@ func (h *heartbeat) run(ctx context.Context, anchor time.Time) {
 	beat := h.clk.NewTimer(h.interval)
 	defer beat.Stop()
 	var (
-		results    chan renewResult // nil: no renewal in flight
-		cancelCall context.CancelFunc
-		downSince  time.Time // zero while the store answers
-		failures   int
+		results       chan renewResult // nil: no renewal in flight
+		cancelCall    context.CancelFunc
+		downSince     time.Time // zero while the store answers
+		failures      int
+		inFlightSince time.Time // when the renewal in flight was sent
 	)
 	// A renewal still in flight is cancelled and awaited, so that none lands
 	// after run returns (it would take back a released lease).
@@ -102,16 +103,25 @@ func (h *heartbeat) run(ctx context.Context, anchor time.Time) {
 				return
 			}
 			if results != nil {
-				// Abandoned: its goroutine ends when the backend honours
-				// the cancellation; its answer is dropped.
+				// A slow store (a busy disk, a long lock wait) answers
+				// late but answers: the renewal still counts from when it
+				// was sent, so keep waiting for it. Only one silent for
+				// half the lease is abandoned and sent again (its request
+				// or reply may be lost); its goroutine ends when the
+				// backend honours the cancellation.
+				if h.clk.Now().Sub(inFlightSince) < h.lease/2 {
+					beat.Reset(h.interval)
+					continue
+				}
 				cancelCall()
-				failed(errors.New("lease renewal got no answer within a heartbeat"))
+				failed(errors.New("lease renewal got no answer within half the lease"))
 			}
 			callCtx, cancel := context.WithCancel(ctx)
 			cancelCall = cancel
 			ch := make(chan renewResult, 1)
 			results = ch
 			start := h.clk.Now()
+			inFlightSince = start
 			go func() {
 				res, err := h.leaser.Renew(callCtx, h.fence, h.lease)
 				ch <- renewResult{res: res, err: err, start: start}

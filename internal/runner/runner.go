@@ -292,7 +292,7 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 				break
 			}
 			grace := min(job.KillGrace, ev.leaseEnd.Sub(now))
-			log.Error("store unreachable for the lease; fencing myself",
+			log.Error("fenced by my own clock: no renewal succeeded within the lease (store unreachable, or this process was paused); stopping the job",
 				zap.Duration("since_renewal", now.Sub(ev.renewed)), zap.Duration("lease", job.Lease),
 				zap.Duration("kill_grace", max(grace, 0)))
 			stop(stopLeaseLost, grace)
@@ -326,7 +326,7 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 	case stopLeaseLost:
 		rep.Fenced = true
 		rep.Err = ErrLeaseLost
-		log.Warn("job stopped after losing the store; result not recorded", zap.Int("exit_code", code))
+		log.Warn("job stopped after fencing myself; result not recorded", zap.Int("exit_code", code))
 		return rep
 	case stopShutdown:
 		// A renewal after the release would take the lease back.

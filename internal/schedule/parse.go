@@ -110,7 +110,7 @@ func parse(expr string, loc *time.Location) (Schedule, error) {
 	}
 	if len(segs) == 7 {
 		if len(words) == 6 {
-			return nil, fmt.Errorf("6 fields are read as second first, so the sixth field %q is a day of week, not a year (years are not supported)", words[5])
+			return nil, fmt.Errorf("6 fields are read as second first, so the sixth field %q must be a day of week 0-7 (gronx would read it as a year; years are not supported)", words[5])
 		}
 		return nil, errors.New("years (7 fields) are not supported")
 	}
@@ -134,26 +134,20 @@ func parse(expr string, loc *time.Location) (Schedule, error) {
 		dow:   segs[posDow],
 	}
 	c.anyDay = isStar(c.dom) && isStar(c.dow)
-	var err2 error
-	if c.second, err2 = valueSet(segs[posSecond], fields[posSecond], func(v int) time.Time {
-		return time.Date(2000, 1, 1, 0, 0, v, 0, time.UTC)
-	}); err2 != nil {
-		return nil, err2
+	timeFields := []struct {
+		set *uint64
+		pos int
+		at  func(v int) time.Time // a reference time whose field is v
+	}{
+		{&c.second, posSecond, func(v int) time.Time { return time.Date(2000, 1, 1, 0, 0, v, 0, time.UTC) }},
+		{&c.minute, posMinute, func(v int) time.Time { return time.Date(2000, 1, 1, 0, v, 0, 0, time.UTC) }},
+		{&c.hour, posHour, func(v int) time.Time { return time.Date(2000, 1, 1, v, 0, 0, 0, time.UTC) }},
+		{&c.month, posMonth, func(v int) time.Time { return time.Date(2000, time.Month(v), 1, 0, 0, 0, 0, time.UTC) }},
 	}
-	if c.minute, err2 = valueSet(segs[posMinute], fields[posMinute], func(v int) time.Time {
-		return time.Date(2000, 1, 1, 0, v, 0, 0, time.UTC)
-	}); err2 != nil {
-		return nil, err2
-	}
-	if c.hour, err2 = valueSet(segs[posHour], fields[posHour], func(v int) time.Time {
-		return time.Date(2000, 1, 1, v, 0, 0, 0, time.UTC)
-	}); err2 != nil {
-		return nil, err2
-	}
-	if c.month, err2 = valueSet(segs[posMonth], fields[posMonth], func(v int) time.Time {
-		return time.Date(2000, time.Month(v), 1, 0, 0, 0, 0, time.UTC)
-	}); err2 != nil {
-		return nil, err2
+	for _, tf := range timeFields {
+		if *tf.set, err = valueSet(segs[tf.pos], fields[tf.pos], tf.at); err != nil {
+			return nil, err
+		}
 	}
 	// Let gronx judge the day fields too, over every day of a leap year
 	// (that covers every day of month, weekday, last day and nth weekday).

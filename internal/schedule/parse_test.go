@@ -72,6 +72,8 @@ func TestNextUTC(t *testing.T) {
 		{"@every 1.5s", "2027-01-01T00:00:00Z", []string{"2027-01-01T00:00:01.5Z", "2027-01-01T00:00:03Z"}},
 		{"@EVERY 1m", "2027-01-01T00:00:59.999Z", []string{"2027-01-01T00:01:00Z"}},
 		{"  @every   2m  ", "2027-01-01T00:00:00Z", []string{"2027-01-01T00:02:00Z"}},
+		// before 1970
+		{"0 0 1 1 *", "1969-06-01T00:00:00Z", []string{"1970-01-01T00:00:00Z", "1971-01-01T00:00:00Z"}},
 		// spacing
 		{"  0\t12  * *   * ", "2027-01-01T00:00:00Z", []string{"2027-01-01T12:00:00Z"}},
 	}
@@ -79,6 +81,19 @@ func TestNextUTC(t *testing.T) {
 		t.Run(tt.expr, func(t *testing.T) {
 			checkSlots(t, "UTC", tt.expr, tt.from, tt.want)
 		})
+	}
+}
+
+// TestZeroTime: Next of the zero Time works like any other instant.
+func TestZeroTime(t *testing.T) {
+	for _, tt := range []struct{ expr, want string }{
+		{"@daily", "0001-01-02T00:00:00Z"},
+		{"*/10 * * * * *", "0001-01-01T00:00:10Z"},
+		{"@every 1h", "0001-01-01T01:00:00Z"},
+	} {
+		if got := mustParse(t, tt.expr).Next(time.Time{}); !got.Equal(mustTime(t, tt.want)) {
+			t.Errorf("%q: Next(zero) = %s, want %s", tt.expr, got, tt.want)
+		}
 	}
 }
 
@@ -189,8 +204,8 @@ func TestParseErrors(t *testing.T) {
 		{"* * * *", "got 4"},
 		{"* * * * * * *", "got 7"},
 		{"0 0 12 * * * 2027", "got 7"},
-		{"0 0 * * * 2027", `the sixth field "2027" is a day of week, not a year`},
-		{"0 0 12 1 * 2027-2030", `sixth field "2027-2030" is a day of week`},
+		{"0 0 * * * 2027", `the sixth field "2027" must be a day of week 0-7`},
+		{"0 0 12 1 * 2027-2030", `sixth field "2027-2030" must be a day of week`},
 		{"60 * * * *", `minute field "60": 60 out of range 0-59`},
 		{"*/61 * * * *", `minute field "*/61": step 61 out of range 1-60`},
 		{"*/0 * * * *", `minute field "*/0": step 0 out of range 1-60`},

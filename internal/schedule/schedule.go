@@ -11,7 +11,8 @@
 // rule ISC cron uses:
 //
 //   - A fixed-time job is one whose minute and hour fields both do not begin
-//     with '*' (the seconds field plays no part): "30 3 * * *",
+//     with '*' (nor '?', gronx's other wildcard; the seconds field plays no
+//     part): "30 3 * * *",
 //     "0 30 3 * * *", @daily, @weekly, @monthly, @yearly. A matching wall
 //     time that falls into a spring-forward gap runs once, at the first
 //     instant after the gap (the transition); several such wall times of

@@ -73,7 +73,8 @@ func (c *cron) nextFixed(chk *gronx.SegmentChecker, u0 time.Time) time.Time {
 		switch {
 		case prev > off && from.Before(naive(start, prev)):
 			// u0 is in the second copy of a repeated hour: the wall times
-			// of that hour had their slot at their first occurrence.
+			// of that hour had their slot at their first occurrence, so
+			// skip them (the loop below would too, one by one).
 			from = naive(start, prev)
 		case prev < off && u0.Equal(start):
 			// u0 is the end of a gap: the gap's wall times have it as slot.
@@ -89,7 +90,7 @@ func (c *cron) nextFixed(chk *gronx.SegmentChecker, u0 time.Time) time.Time {
 		if u := c.firstInstant(w); !u.Before(u0) {
 			return u
 		}
-		from = w.Add(time.Second) // not reached for real zones; keeps the loop safe
+		from = w.Add(time.Second) // a wall time whose slot is before u0
 	}
 }
 
@@ -153,19 +154,33 @@ func (c *cron) lastChange(u time.Time) time.Time {
 
 // periodEnd returns the first instant after u at which the zone's UTC offset
 // is no longer off (the offset at u), or the zero Time if it never changes.
+// When it cannot tell, it may return an earlier instant up to which the
+// offset is still off (a day after u at most).
 //
 // It trusts time.Time.ZoneBounds when its answer makes sense. Beyond the end
-// of the tzdata tables Go computes bounds from the zone's rule, treats every
-// year as 365 days long and, on 31 December of a leap year, returns an end
-// at or before u (Go 1.26): then it searches the next day itself.
+// of the tzdata tables (2037) Go derives the bounds from the zone's rule: it
+// reports extra bounds at the turn of each (UTC) year, which are skipped
+// here, and, as it treats every year as 365 days long, on 31 December of a
+// leap year it returns an end that is not after u (Go 1.26); then the change
+// is searched for here, a day ahead, by bisection.
 func (c *cron) periodEnd(u time.Time, off int) time.Time {
-	_, end := u.In(c.loc).ZoneBounds()
-	if end.IsZero() || (end.After(u) && c.offset(end.Add(-time.Second)) == off) {
-		return end
+	at := u.Truncate(time.Second)
+	for range 3 {
+		_, end := at.In(c.loc).ZoneBounds()
+		if end.IsZero() {
+			return end
+		}
+		if !end.After(at) || c.offset(end.Add(-time.Second)) != off {
+			break // nonsense: search below
+		}
+		if c.offset(end) != off {
+			return end
+		}
+		at = end // a bound without a change
 	}
-	lo, hi := u.Truncate(time.Second), u.Truncate(time.Second).Add(24*time.Hour)
+	lo, hi := at, at.Add(24*time.Hour)
 	if c.offset(hi) == off {
-		return hi // offsets change at most a few times a year: constant up to hi
+		return hi // offsets change at most a few times a year
 	}
 	for hi.Sub(lo) > time.Second { // offset(lo) == off != offset(hi)
 		mid := lo.Add(hi.Sub(lo) / 2).Truncate(time.Second)

@@ -120,16 +120,29 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 		data, _ = os.ReadFile(path)
 		n := 0
 		for line := range strings.Lines(string(data)) {
-			if re.MatchString(line) {
+			if re.MatchString(strings.TrimSuffix(line, "\n")) {
 				n++
 			}
 		}
 		return n >= count
 	})
 	if !ok {
-		ts.Fatalf("%s: %d line(s) matching %q did not appear within %v; it holds:\n%s", args[0], count, args[1], timeout, data)
+		ts.Fatalf("%s: %d line(s) matching %q did not appear within %v; it holds:\n%s%s", args[0], count, args[1], timeout, data, daemonLogs(ts))
 	}
 	ts.Logf("%s: %d line(s) matching %q after %v", args[0], count, args[1], time.Since(start).Round(time.Millisecond))
+}
+
+// daemonLogs returns the last lines of the daemons' logs (i*.log) in the
+// script's directory, the evidence a failed wait leaves.
+func daemonLogs(ts *testscript.TestScript) string {
+	paths, _ := filepath.Glob(ts.MkAbs("i*.log"))
+	var b strings.Builder
+	for _, p := range paths {
+		data, _ := os.ReadFile(p)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		fmt.Fprintf(&b, "\n--- last lines of %s ---\n%s", filepath.Base(p), strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
+	return b.String()
 }
 
 // slotLines parses "slot_ms instance attempt" lines.
