@@ -5,7 +5,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"reflect"
@@ -33,16 +32,13 @@ type Options struct {
 	Reload func() (*config.Config, error)
 }
 
-// ErrBackend marks a failure to open the store (exit code 1).
-var ErrBackend = errors.New("backend unavailable")
-
 // Run runs the daemon until SIGTERM or SIGINT (or ctx), then stops
 // gracefully (SPEC §4).
 func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	log := o.Log
 	b, err := claim.Open(ctx, claim.OpenParams{Config: cfg, Log: log, Clock: o.Clock})
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBackend, err)
+		return err
 	}
 	defer b.Close()
 
