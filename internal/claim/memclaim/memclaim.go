@@ -94,7 +94,9 @@ func (b *Backend) Release(ctx context.Context, f claim.Fence) error {
 	if err != nil {
 		return err
 	}
-	r.LeaseUntil = b.clock.Now()
+	// One millisecond before now: expired at once for the decision table,
+	// which takes over only when lease_until < now.
+	r.LeaseUntil = b.clock.Now().Add(-time.Millisecond)
 	return nil
 }
 
