@@ -217,7 +217,11 @@ func checkPath(p string) error {
 //     the last commits may roll back after a power cut: the host's instances
 //     died with it, but a restarted one could then win a slot whose command
 //     had already started and had side effects. A cron claims a few runs a
-//     second at most; one fsync per claim is cheap insurance.
+//     second at most; one fsync per claim (about 0.2 ms here, see
+//     bench_test.go) is cheap insurance.
+//   - _stmt_cache_size: each connection keeps its prepared statements; the
+//     claim's few statements are then not re-parsed (about 30% of an
+//     uncontended claim's CPU time).
 //
 // The path is passed as a URI (file:...), escaped, so that a path with '?'
 // or '#' is not cut short; the underscore parameters are read by the driver
@@ -225,7 +229,7 @@ func checkPath(p string) error {
 func dsn(path string, busy time.Duration) string {
 	q := url.Values{}
 	q.Set("_txlock", "immediate")
-	q.Set("_busy_timeout", strconv.FormatInt(busy.Milliseconds(), 10))
+	q.Set("_busy_timeout", strconv.FormatInt(max(busy.Milliseconds(), 1), 10))
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "FULL")
 	q.Set("_stmt_cache_size", "32")

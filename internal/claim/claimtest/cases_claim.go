@@ -25,7 +25,7 @@ func (s *suite) loserOutcome() claim.Outcome {
 func (s *suite) testFirstClaimWins(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := s.storeNow(ctx, t, b)
-	r := request(newJob(t, "first"), now.UnixMilli(), now)
+	r := request(newJob("first"), now.UnixMilli(), now)
 	res := mustClaim(ctx, t, b, r)
 	wantWon(t, res, 1, "the first claim of a run nobody holds")
 	if s.leaser {
@@ -48,7 +48,7 @@ func (s *suite) checkLease(t *testing.T, res claim.Result, lease time.Duration, 
 func (s *suite) testResentTokenWins(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := s.storeNow(ctx, t, b)
-	r := request(newJob(t, "resent"), now.UnixMilli(), now)
+	r := request(newJob("resent"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, r), 1, "the first claim")
 	// The answer was lost in transport; the daemon re-sends the same
 	// claim, same token (SPEC §3.3). It must not lose its own claim.
@@ -60,7 +60,7 @@ func (s *suite) testResentTokenWins(t *testing.T) {
 func (s *suite) testOtherTokenLoses(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := s.storeNow(ctx, t, b)
-	r := request(newJob(t, "other"), now.UnixMilli(), now)
+	r := request(newJob("other"), now.UnixMilli(), now)
 	won := mustClaim(ctx, t, b, r)
 	wantWon(t, won, 1, "the first claim")
 	for i := range 3 {
@@ -75,7 +75,7 @@ func (s *suite) testOtherTokenLoses(t *testing.T) {
 func (s *suite) testLate(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := s.storeNow(ctx, t, b)
-	job := newJob(t, "late")
+	job := newJob("late")
 	r := request(job, now.Add(-10*time.Second).UnixMilli(), now)
 	r.MaxLate = 5 * time.Second
 	wantOutcome(t, mustClaim(ctx, t, b, r), claim.Late,
@@ -92,7 +92,7 @@ func (s *suite) testLate(t *testing.T) {
 func (s *suite) testWithinMaxLate(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := s.storeNow(ctx, t, b)
-	r := request(newJob(t, "inlate"), now.Add(-10*time.Second).UnixMilli(), now)
+	r := request(newJob("inlate"), now.Add(-10*time.Second).UnixMilli(), now)
 	r.MaxLate = 30 * time.Second
 	wantWon(t, mustClaim(ctx, t, b, r), 1, "a slot 10s old with maxLate 30s")
 }
@@ -100,7 +100,7 @@ func (s *suite) testWithinMaxLate(t *testing.T) {
 func (s *suite) testFinishThenListed(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := s.storeNow(ctx, t, b)
-	r := request(newJob(t, "listed"), now.UnixMilli(), now)
+	r := request(newJob("listed"), now.UnixMilli(), now)
 	res := mustClaim(ctx, t, b, r)
 	wantWon(t, res, 1, "the claim")
 	fin := claim.Finish{Status: claim.StatusFailed, ExitCode: 3, OutputTail: "line 1\nerror: disk full ✗\n",
@@ -171,7 +171,7 @@ func (s *suite) testRace(t *testing.T) {
 	conns := s.connections(t, b)
 	now := s.storeNow(ctx, t, b)
 	for round := range rounds {
-		job := newJob(t, fmt.Sprintf("race%d", round))
+		job := newJob(fmt.Sprintf("race%d", round))
 		base := now.Truncate(time.Second).Add(-time.Duration(slots) * time.Second).UnixMilli()
 		plans := make([][]claim.Request, goroutines)
 		for g := range plans {
@@ -257,7 +257,7 @@ func (s *suite) checkOneWinner(ctx context.Context, t *testing.T, b claim.Backen
 func (s *suite) testLateUsesInstanceClock(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := time.Now()
-	r := request(newJob(t, "instclock"), now.UnixMilli(), now.Add(2*time.Minute))
+	r := request(newJob("instclock"), now.UnixMilli(), now.Add(2*time.Minute))
 	r.MaxLate = time.Minute
 	wantOutcome(t, mustClaim(ctx, t, b, r), claim.Late,
 		"a claim-only backend checks late with Request.Now (2m after the slot, maxLate 1m)")

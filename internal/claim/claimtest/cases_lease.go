@@ -15,7 +15,7 @@ import (
 func (s *suite) testStoreTime(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := s.storeNow(ctx, t, b)
-	job := newJob(t, "storetime")
+	job := newJob("storetime")
 	for i, lease := range []time.Duration{1500 * time.Millisecond, 45 * time.Second, 2 * time.Hour} {
 		r := request(job, now.UnixMilli()+int64(i), now)
 		r.Lease, r.Overlap = lease, claim.OverlapAllow
@@ -28,7 +28,7 @@ func (s *suite) testStoreTime(t *testing.T) {
 func (s *suite) testIgnoresInstanceClock(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := s.storeNow(ctx, t, b)
-	job := newJob(t, "skewed")
+	job := newJob("skewed")
 	// An instance whose clock is a day behind still gets late from the
 	// store's clock.
 	r := request(job, now.Add(-2*time.Hour).UnixMilli(), now.Add(-24*time.Hour))
@@ -44,7 +44,7 @@ func (s *suite) testReadShowsClaim(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	l := leaser(t, b)
 	now := s.storeNow(ctx, t, b)
-	r := request(newJob(t, "read"), now.UnixMilli(), now)
+	r := request(newJob("read"), now.UnixMilli(), now)
 	res := mustClaim(ctx, t, b, r)
 	wantWon(t, res, 1, "the claim")
 	run, readNow, err := l.Read(ctx, r.Job, r.Slot)
@@ -89,7 +89,7 @@ func (s *suite) testReadShowsClaim(t *testing.T) {
 func (s *suite) testReadNotFound(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	l := leaser(t, b)
-	job := newJob(t, "unknown")
+	job := newJob("unknown")
 	if _, _, err := l.Read(ctx, job, 1_700_000_000_000); !isNotFound(err) {
 		t.Fatalf("read of a run the store never saw: want claim.ErrNotFound, got %v", err)
 	}
@@ -115,7 +115,7 @@ func succeeded(now time.Time) claim.Finish {
 func (s *suite) testDoneAfterFinish(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := s.storeNow(ctx, t, b)
-	r := request(newJob(t, "done"), now.Add(-10*time.Second).UnixMilli(), now)
+	r := request(newJob("done"), now.Add(-10*time.Second).UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, r), 1, "the claim")
 	finish(ctx, t, b, r, 1, succeeded(now))
 	wantOutcome(t, mustClaim(ctx, t, b, backup(r)), claim.Done, "another instance's claim of a finished run")
@@ -130,7 +130,7 @@ func (s *suite) testFinishRecords(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	l := leaser(t, b)
 	now := s.storeNow(ctx, t, b)
-	r := request(newJob(t, "records"), now.UnixMilli(), now)
+	r := request(newJob("records"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, r), 1, "the claim")
 	tail := strings.Repeat("0123456789abcdef", 255) + "last line ünï ✓\n" // ~4 KiB
 	fin := claim.Finish{Status: claim.StatusSucceeded, ExitCode: 0, OutputTail: tail, StartedAt: now, FinishedAt: now}
@@ -166,7 +166,7 @@ func (s *suite) testListRuns(t *testing.T) {
 	// No storeNow probe here: its run would show up in the every-job list.
 	now := time.Now().Truncate(time.Second)
 	base := now.Add(-10 * time.Minute).UnixMilli()
-	jobL, jobM := newJob(t, "listl"), newJob(t, "listm")
+	jobL, jobM := newJob("listl"), newJob("listm")
 	claimAt := func(job string, slot int64, fin bool) {
 		r := request(job, slot, now)
 		r.Overlap = claim.OverlapAllow
@@ -214,10 +214,10 @@ func (s *suite) testListRuns(t *testing.T) {
 	wantSlots(list(claim.ListQuery{Job: jobL, Limit: 3}), "status --job L --limit 3", 8, 6, 4)
 	wantSlots(list(claim.ListQuery{}), "status (every job)", 8, 6, 4, 3, 2, 1, 0)
 	wantSlots(list(claim.ListQuery{Limit: 2}), "status --limit 2", 8, 6)
-	if got := list(claim.ListQuery{Job: newJob(t, "nobody")}); len(got) != 0 {
+	if got := list(claim.ListQuery{Job: newJob("nobody")}); len(got) != 0 {
 		t.Fatalf("status --job of a job with no runs: want none, got %d", len(got))
 	}
-	jobN := newJob(t, "listn")
+	jobN := newJob("listn")
 	for i := range 50 {
 		claimAt(jobN, base-int64(i+1)*1000, false)
 	}
@@ -230,7 +230,7 @@ func (s *suite) testOverlapSkip(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	l := leaser(t, b)
 	now := s.storeNow(ctx, t, b)
-	a := request(newJob(t, "ovskip"), now.UnixMilli(), now)
+	a := request(newJob("ovskip"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "run A of the job")
 	next := request(a.Job, a.Slot+60_000, now)
 	wantOutcome(t, mustClaim(ctx, t, b, next), claim.Overlap, "the next slot while run A holds a live lease (overlap skip)")
@@ -245,7 +245,7 @@ func (s *suite) testOverlapSkip(t *testing.T) {
 func (s *suite) testOverlapAllow(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := s.storeNow(ctx, t, b)
-	a := request(newJob(t, "ovallow"), now.UnixMilli(), now)
+	a := request(newJob("ovallow"), now.UnixMilli(), now)
 	a.Overlap = claim.OverlapAllow
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "run A of the job")
 	next := request(a.Job, a.Slot+60_000, now)
@@ -256,7 +256,7 @@ func (s *suite) testOverlapAllow(t *testing.T) {
 func (s *suite) testOverlapAfterFinish(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := s.storeNow(ctx, t, b)
-	a := request(newJob(t, "ovfin"), now.UnixMilli(), now)
+	a := request(newJob("ovfin"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "run A of the job")
 	next := request(a.Job, a.Slot+60_000, now)
 	wantOutcome(t, mustClaim(ctx, t, b, next), claim.Overlap, "the next slot while A is live")
@@ -267,16 +267,16 @@ func (s *suite) testOverlapAfterFinish(t *testing.T) {
 func (s *suite) testOverlapOtherJob(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := s.storeNow(ctx, t, b)
-	a := request(newJob(t, "ovjobj"), now.UnixMilli(), now)
+	a := request(newJob("ovjobj"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "run of job J")
-	k := request(newJob(t, "ovjobk"), a.Slot, now)
+	k := request(newJob("ovjobk"), a.Slot, now)
 	wantWon(t, mustClaim(ctx, t, b, k), 1, "the same slot of another job K while J runs (overlap is per job)")
 }
 
 func (s *suite) testOverlapIgnoresExpiredLease(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	now := s.storeNow(ctx, t, b)
-	a := request(newJob(t, "ovexp"), now.UnixMilli(), now)
+	a := request(newJob("ovexp"), now.UnixMilli(), now)
 	a.Lease = s.h.ShortLease
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "run A with a short lease")
 	s.awaitExpired(ctx, t, b, a.Job, a.Slot)
@@ -291,7 +291,7 @@ func (s *suite) testOverlapIgnoresExpiredLease(t *testing.T) {
 func (s *suite) expiredBesideLive(ctx context.Context, t *testing.T, b claim.Backend) (claim.Request, claim.Request) {
 	t.Helper()
 	now := s.storeNow(ctx, t, b)
-	a := request(newJob(t, "ovguard"), now.UnixMilli(), now)
+	a := request(newJob("ovguard"), now.UnixMilli(), now)
 	a.Lease = s.h.ShortLease
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "run A (slot1) with a short lease")
 	s.awaitExpired(ctx, t, b, a.Job, a.Slot)
@@ -336,7 +336,7 @@ func (s *suite) testTakeover(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	l := leaser(t, b)
 	now := s.storeNow(ctx, t, b)
-	a := request(newJob(t, "takeover"), now.UnixMilli(), now)
+	a := request(newJob("takeover"), now.UnixMilli(), now)
 	a.Lease = s.h.ShortLease
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "the first runner A with a short lease")
 	s.awaitExpired(ctx, t, b, a.Job, a.Slot)
@@ -386,7 +386,7 @@ func (s *suite) testResentClaimAfterExpiry(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	l := leaser(t, b)
 	now := s.storeNow(ctx, t, b)
-	a := request(newJob(t, "resentexp"), now.UnixMilli(), now)
+	a := request(newJob("resentexp"), now.UnixMilli(), now)
 	a.Lease = s.h.ShortLease
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "A with a short lease")
 	s.awaitExpired(ctx, t, b, a.Job, a.Slot)
@@ -404,7 +404,7 @@ func (s *suite) testAttemptsRunOut(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	l := leaser(t, b)
 	now := s.storeNow(ctx, t, b)
-	a := request(newJob(t, "attempts"), now.UnixMilli(), now)
+	a := request(newJob("attempts"), now.UnixMilli(), now)
 	a.Lease, a.MaxAttempts = s.h.ShortLease, 2
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "attempt 1 (maxAttempts 2)")
 	s.awaitExpired(ctx, t, b, a.Job, a.Slot)
@@ -430,7 +430,7 @@ func (s *suite) testRenewExtends(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	l := leaser(t, b)
 	now := s.storeNow(ctx, t, b)
-	a := request(newJob(t, "renew"), now.UnixMilli(), now)
+	a := request(newJob("renew"), now.UnixMilli(), now)
 	first := mustClaim(ctx, t, b, a)
 	wantWon(t, first, 1, "the claim")
 	res, err := l.Renew(ctx, a.Fence(1), 2*time.Minute)
@@ -462,7 +462,7 @@ func (s *suite) testFinishedIsFenced(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	l := leaser(t, b)
 	now := s.storeNow(ctx, t, b)
-	a := request(newJob(t, "finfence"), now.UnixMilli(), now)
+	a := request(newJob("finfence"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "the claim")
 	fin := claim.Finish{Status: claim.StatusSucceeded, ExitCode: 0, OutputTail: "first\n", StartedAt: now, FinishedAt: now}
 	finish(ctx, t, b, a, 1, fin)
@@ -482,7 +482,7 @@ func (s *suite) testRelease(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	l := leaser(t, b)
 	now := s.storeNow(ctx, t, b)
-	a := request(newJob(t, "release"), now.UnixMilli(), now)
+	a := request(newJob("release"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "the claim (1m lease)")
 	if err := l.Release(ctx, a.Fence(1)); err != nil {
 		t.Fatalf("the owner's Release: %v", err)
@@ -511,7 +511,7 @@ func (s *suite) testTakeoverRace(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	conns := s.connections(t, b)
 	now := s.storeNow(ctx, t, b)
-	job := newJob(t, "takerace")
+	job := newJob("takerace")
 	var owned []claim.Request
 	for i := range slots {
 		r := request(job, now.UnixMilli()+int64(i)*1000, now)
@@ -543,7 +543,7 @@ func (s *suite) testOverlapRace(t *testing.T) {
 	conns := s.connections(t, b)
 	now := s.storeNow(ctx, t, b)
 	for round := range rounds {
-		job := newJob(t, fmt.Sprintf("ovrace%d", round))
+		job := newJob(fmt.Sprintf("ovrace%d", round))
 		plans := make([][]claim.Request, goroutines)
 		for g := range plans {
 			// Every claimer wants a different slot of the same job.

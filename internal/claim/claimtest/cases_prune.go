@@ -22,7 +22,7 @@ func (s *suite) testPrune(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	p := pruner(t, b)
 	now := s.storeNow(ctx, t, b)
-	job := newJob(t, "prune")
+	job := newJob("prune")
 	at := func(age time.Duration, fin bool) claim.Request {
 		r := request(job, now.Add(-age).UnixMilli(), now)
 		r.MaxLate, r.Overlap = 3*time.Hour, claim.OverlapAllow
@@ -63,7 +63,7 @@ func (s *suite) testPrunedSlotIsLate(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	p := pruner(t, b)
 	now := s.storeNow(ctx, t, b)
-	r := request(newJob(t, "pruned"), now.Add(-2*time.Hour).UnixMilli(), now)
+	r := request(newJob("pruned"), now.Add(-2*time.Hour).UnixMilli(), now)
 	r.MaxLate = 3 * time.Hour
 	wantWon(t, mustClaim(ctx, t, b, r), 1, "a claim of a 2h-old slot (maxLate 3h)")
 	finish(ctx, t, b, r, 1, succeeded(now))

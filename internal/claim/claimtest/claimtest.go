@@ -199,7 +199,7 @@ func (s *suite) ctx(t *testing.T) context.Context {
 }
 
 // newJob returns a job name unique to the case, valid per SPEC §6.
-func newJob(t *testing.T, prefix string) string {
+func newJob(prefix string) string {
 	return fmt.Sprintf("%s-%08x", prefix, rand.Uint32())
 }
 
@@ -208,7 +208,7 @@ func newJob(t *testing.T, prefix string) string {
 func (s *suite) storeNow(ctx context.Context, t *testing.T, b claim.Backend) time.Time {
 	t.Helper()
 	now := time.Now()
-	r := request(newJob(t, "clock"), now.UnixMilli(), now)
+	r := request(newJob("clock"), now.UnixMilli(), now)
 	r.MaxLate = 1000 * time.Hour // whatever the skew, the probe is not late
 	res, err := b.Claim(ctx, r)
 	if err != nil {

@@ -113,7 +113,7 @@ func ProcessRace(t *testing.T, o ProcessOptions) {
 	defer cancel()
 
 	orders := processOrders{
-		Job:        newJob(t, "procrace"),
+		Job:        newJob("procrace"),
 		Base:       time.Now().Truncate(time.Second).Add(-time.Duration(o.Slots) * time.Second).UnixMilli(),
 		Step:       1000,
 		Slots:      o.Slots,

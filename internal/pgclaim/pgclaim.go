@@ -1,0 +1,616 @@
+// Package pgclaim is the PostgreSQL lease backend (SPEC §3.1): anarchond
+// instances on any hosts share one database, and a per-job row lock
+// serialises their claims.
+//
+// A run is a row keyed (job, slot) in the configured table. The claim is
+// one round trip: a PL/pgSQL function, created by the schema migration,
+// upserts the job's row in <table>_jobs (the row lock, held to COMMIT,
+// queues the claims of one job behind each other), locks the run, reads
+// store time with clock_timestamp() once the locks are held, and applies
+// the decision table of claim.Decide. Before it, Claim does the cheap read
+// of SPEC §3.1: a plain SELECT that answers done, running, or "my own
+// claim" without taking any lock; only a run with no state or an expired
+// lease calls the function.
+//
+// Renew, Finish and Release are single UPDATE statements fenced by token
+// and status. Store time is PostgreSQL's clock_timestamp(); the backend
+// never consults the Go clock for a decision.
+//
+// TLS and authentication come from the DSN as pgx parses it (sslmode,
+// sslrootcert, sslcert, sslkey, ...); Options.PasswordFile supplies the
+// password from a file instead. Passwords never appear in the errors New
+// and the methods return, nor in logs.
+package pgclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/config"
+)
+
+// DefaultTable is the runs table when Options.Table is empty.
+const DefaultTable = "anarchon_runs"
+
+// defaultConnectTimeout bounds each connection attempt when the DSN sets no
+// connect_timeout, so that an unreachable server fails New instead of
+// hanging on a black-holed address.
+const defaultConnectTimeout = 10 * time.Second
+
+// defaultListLimit is ListRuns's limit when the query sets none.
+const defaultListLimit = 50
+
+// applicationName is set on the sessions unless the DSN names one, so that
+// pg_stat_activity shows who holds a lock.
+const applicationName = "anarchond"
+
+// identPattern is one part of Options.Table, as config validation accepts
+// it: the derived names (<table>_history_id_seq, the longest) then fit in
+// PostgreSQL's 63-byte identifiers.
+var identPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+
+// Options configures New.
+type Options struct {
+	// DSN is a postgres:// URL or a key=value connection string, as pgx
+	// parses it: host, port, database, user, sslmode, sslrootcert, ...
+	// pool_max_conns and default_query_exec_mode (use exec or
+	// simple_protocol behind a transaction-mode pgbouncer) are honoured.
+	DSN string
+	// PasswordFile, if set, names a file whose content (without its
+	// trailing newline) is the password; it overrides one in the DSN.
+	PasswordFile string
+	// Table is the runs table, optionally schema-qualified ("cron.runs");
+	// default DefaultTable. The backend also creates <table>_jobs,
+	// <table>_history, <table>_schema and the function <table>_claim in the
+	// same schema. An unqualified name is resolved once, at New, in the
+	// session's current_schema(). Names are used as written (quoted, so
+	// case-sensitive).
+	Table string
+	// Log receives migration and takeover messages; nil discards them.
+	Log *zap.Logger
+
+	// tracer, set by tests, observes the queries sent.
+	tracer pgx.QueryTracer
+}
+
+// Backend is a claim.Leaser and claim.Pruner on one PostgreSQL table. It is
+// safe for concurrent use.
+type Backend struct {
+	pool    *pgxpool.Pool
+	log     *zap.Logger
+	names   names
+	secrets secrets
+	sql     queries
+}
+
+var (
+	_ claim.Backend = (*Backend)(nil)
+	_ claim.Leaser  = (*Backend)(nil)
+	_ claim.Pruner  = (*Backend)(nil)
+)
+
+func init() {
+	claim.Register("postgres", func(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
+		c := p.Config.Backend.Postgres
+		return New(ctx, Options{DSN: c.DSN, PasswordFile: c.PasswordFile, Table: c.Table, Log: p.Log})
+	})
+}
+
+// names are the quoted, qualified names of one table's objects.
+type names struct {
+	schema, table string // unquoted, as resolved
+	replacer      *strings.Replacer
+}
+
+func newNames(schema, table string) names {
+	q := func(suffix string) string { return pgx.Identifier{schema, table + suffix}.Sanitize() }
+	i := func(suffix string) string { return pgx.Identifier{table + suffix}.Sanitize() }
+	return names{
+		schema: schema, table: table,
+		replacer: strings.NewReplacer(
+			"{{runs}}", q(""),
+			"{{jobs}}", q("_jobs"),
+			"{{history}}", q("_history"),
+			"{{schema}}", q("_schema"),
+			"{{claim}}", q("_claim"),
+			"{{live}}", i("_live"),
+			"{{slotidx}}", i("_slot_job"),
+			"{{histidx}}", i("_history_run"),
+			"{{now}}", nowMs,
+		),
+	}
+}
+
+// expand replaces the placeholders of a SQL template.
+func (n names) expand(sql string) string { return n.replacer.Replace(sql) }
+
+// qualified is "schema.table", unquoted.
+func (n names) qualified() string { return n.schema + "." + n.table }
+
+// lockKey is the advisory lock key of the table's migrations (purpose
+// "migrate") or prunes ("prune"): a hash of the qualified name, the same
+// for every instance.
+func (n names) lockKey(purpose string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("anarchon/" + purpose + "/" + n.qualified()))
+	return int64(h.Sum64())
+}
+
+// queries are the SQL statements with the table's names in them.
+type queries struct {
+	selectRun, claim, renew, finish, release   string
+	listRuns, listJobRuns, prune, pruneJobs    string
+	currentVersion, recordVersion, createTable string
+}
+
+func newQueries(n names) queries {
+	return queries{
+		selectRun:      n.expand(selectRunSQL),
+		claim:          n.expand(claimSQL),
+		renew:          n.expand(renewSQL),
+		finish:         n.expand(finishSQL),
+		release:        n.expand(releaseSQL),
+		listRuns:       n.expand(listRunsSQL),
+		listJobRuns:    n.expand(listJobRunsSQL),
+		prune:          n.expand(pruneSQL),
+		pruneJobs:      n.expand(pruneJobsSQL),
+		currentVersion: n.expand(currentVersionSQL),
+		recordVersion:  n.expand(recordVersionSQL),
+		createTable:    n.expand(createMigrationsT),
+	}
+}
+
+// splitTable parses Options.Table into schema (may be empty) and table.
+func splitTable(t string) (schema, table string, err error) {
+	if t == "" {
+		t = DefaultTable
+	}
+	schema, table, ok := strings.Cut(t, ".")
+	if !ok {
+		schema, table = "", t
+	} else if !identPattern.MatchString(schema) {
+		return "", "", fmt.Errorf("table %q: schema %q is not a name of letters, digits and _ (at most 48)", t, schema)
+	}
+	if !identPattern.MatchString(table) {
+		return "", "", fmt.Errorf("table %q: %q is not a name of letters, digits and _ (at most 48)", t, table)
+	}
+	return schema, table, nil
+}
+
+// New connects to the database o.DSN names, checks that it answers, and
+// migrates the table's schema. Several instances may call New on one table
+// at once. Its errors never contain a password.
+func New(ctx context.Context, o Options) (*Backend, error) {
+	schema, table, err := splitTable(o.Table)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres backend: %w", err)
+	}
+	if strings.TrimSpace(o.DSN) == "" {
+		return nil, errors.New("open postgres backend: backend.postgres.dsn is empty")
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	dsn := config.Redact(o.DSN)
+	sec := secretsOf(o.DSN)
+	cfg, err := pgxpool.ParseConfig(o.DSN)
+	if err != nil {
+		return nil, sec.wrap(fmt.Errorf("parse postgres dsn %s: %w", dsn, err))
+	}
+	sec.add(cfg.ConnConfig.Password)
+	if o.PasswordFile != "" {
+		pw, err := readPasswordFile(o.PasswordFile)
+		if err != nil {
+			return nil, sec.wrap(fmt.Errorf("postgres %s: %w", dsn, err))
+		}
+		sec.add(pw)
+		cfg.ConnConfig.Password = pw
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	rp := cfg.ConnConfig.RuntimeParams
+	if _, ok := rp["application_name"]; !ok {
+		rp["application_name"] = applicationName
+	}
+	// The claim function relies on READ COMMITTED (a fresh snapshot per
+	// statement, see schema.go); a database or role default of REPEATABLE
+	// READ would turn a queued claim into a serialization failure.
+	rp["default_transaction_isolation"] = "read committed"
+	if o.tracer != nil {
+		cfg.ConnConfig.Tracer = o.tracer
+	}
+
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, sec.wrap(fmt.Errorf("connect to postgres %s: %w", dsn, err))
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, sec.wrap(fmt.Errorf("connect to postgres %s: %w", dsn, err))
+	}
+	if schema == "" {
+		var cur *string
+		if err := pool.QueryRow(ctx, currentSchemaSQL).Scan(&cur); err != nil {
+			pool.Close()
+			return nil, sec.wrap(fmt.Errorf("postgres %s: read current_schema(): %w", dsn, err))
+		}
+		if cur == nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres %s: table %q: no schema of the search_path exists; name one (schema.table)", dsn, table)
+		}
+		schema = *cur
+	}
+	n := newNames(schema, table)
+	b := &Backend{pool: pool, log: o.Log, names: n, secrets: sec, sql: newQueries(n)}
+	if err := b.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, sec.wrap(fmt.Errorf("migrate postgres table %s (%s): %w", n.qualified(), dsn, err))
+	}
+	return b, nil
+}
+
+// readPasswordFile returns the file's content without its trailing newline.
+func readPasswordFile(path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		// The *PathError names the file, never its content.
+		return "", fmt.Errorf("read backend.postgres.passwordFile: %w", err)
+	}
+	pw := strings.TrimRight(string(raw), "\r\n")
+	if pw == "" {
+		return "", fmt.Errorf("backend.postgres.passwordFile %s is empty", path)
+	}
+	return pw, nil
+}
+
+// migrate brings the table's schema to the latest version in one
+// transaction, under an advisory lock derived from the table's name.
+func (b *Backend) migrate(ctx context.Context) error {
+	var have int
+	err := pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lockMigrationSQL, b.names.lockKey("migrate")); err != nil {
+			return fmt.Errorf("take the migration lock: %w", err)
+		}
+		var ok bool
+		if err := tx.QueryRow(ctx, schemaExistsSQL, b.names.schema).Scan(&ok); err != nil {
+			return fmt.Errorf("look up schema %q: %w", b.names.schema, err)
+		}
+		if !ok {
+			if _, err := tx.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{b.names.schema}.Sanitize()); err != nil {
+				return fmt.Errorf("create schema %q: %w", b.names.schema, err)
+			}
+		}
+		if err := tx.QueryRow(ctx, regclassSQL, b.names.expand("{{schema}}")).Scan(&ok); err != nil {
+			return fmt.Errorf("look up %s_schema: %w", b.names.table, err)
+		}
+		if !ok {
+			if _, err := tx.Exec(ctx, b.sql.createTable); err != nil {
+				return fmt.Errorf("create %s_schema: %w", b.names.table, err)
+			}
+		}
+		if err := tx.QueryRow(ctx, b.sql.currentVersion).Scan(&have); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if have > len(migrations) {
+			return fmt.Errorf("schema version %d is newer than this anarchond knows (%d): upgrade anarchond", have, len(migrations))
+		}
+		for v := have + 1; v <= len(migrations); v++ {
+			// A simple-protocol Exec may hold several statements; a
+			// parameterised one may not (SPEC §8).
+			if _, err := tx.Exec(ctx, b.names.expand(migrations[v-1]), pgx.QueryExecModeSimpleProtocol); err != nil {
+				return fmt.Errorf("apply migration %d: %w", v, err)
+			}
+			if _, err := tx.Exec(ctx, b.sql.recordVersion, v); err != nil {
+				return fmt.Errorf("record migration %d: %w", v, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if have < len(migrations) {
+		b.log.Info("postgres schema migrated", zap.String("table", b.names.qualified()),
+			zap.Int("from", have), zap.Int("to", len(migrations)))
+	}
+	return nil
+}
+
+// Table returns the runs table, schema-qualified ("public.anarchon_runs").
+func (b *Backend) Table() string { return b.names.qualified() }
+
+// Close closes the connection pool, waiting for acquired connections.
+func (b *Backend) Close() error {
+	b.pool.Close()
+	return nil
+}
+
+// Claim makes the decision of SPEC §3.1 for req, with store time.
+//
+// It first reads the run with a plain SELECT: a finished run (done), the
+// caller's own live claim re-sent (won) and another's live lease (running)
+// are answered from that read, without a lock. Only a run with no state or
+// an expired lease calls the claim function, which decides again under the
+// job's lock.
+func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
+	if err := checkRequest(req); err != nil {
+		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+	}
+	cur, now, err := b.readRun(ctx, req.Job, req.Slot)
+	if err != nil {
+		return claim.Result{}, b.secrets.wrap(fmt.Errorf("claim %s@%d: read: %w", req.Job, req.Slot, err))
+	}
+	if cur != nil && !expiredForOthers(cur, now, req.Token) {
+		return claim.Decide(cur, false, now, req).Result, nil
+	}
+	res, err := b.claimLocked(ctx, req)
+	if err != nil {
+		return claim.Result{}, b.secrets.wrap(fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err))
+	}
+	return res, nil
+}
+
+// expiredForOthers reports whether the run is one whose decision may write:
+// running under another token with its lease ended (lease_until < now).
+func expiredForOthers(r *claim.Run, now time.Time, tok claim.Token) bool {
+	return r.Status == claim.StatusRunning && r.Token != tok && r.LeaseUntil.Before(now)
+}
+
+// checkRequest refuses requests the table cannot decide sensibly.
+func checkRequest(req claim.Request) error {
+	switch {
+	case req.Job == "":
+		return errors.New("empty job name")
+	case req.Token == "":
+		return errors.New("empty token")
+	case req.Lease < time.Millisecond:
+		return fmt.Errorf("lease %v is shorter than 1ms", req.Lease)
+	case req.MaxLate < 0:
+		return fmt.Errorf("negative maxLate %v", req.MaxLate)
+	}
+	return nil
+}
+
+// claimLocked calls the claim function: one statement, one round trip,
+// one implicit transaction.
+func (b *Backend) claimLocked(ctx context.Context, req claim.Request) (claim.Result, error) {
+	var (
+		outcome    string
+		attempt    int32
+		storeNow   int64
+		leaseUntil *int64
+	)
+	// Durations in ms, truncated: for an integer age x, x > maxLate holds
+	// exactly when x > floor(maxLate in ms).
+	err := b.pool.QueryRow(ctx, b.sql.claim, req.Job, req.Slot, string(req.Token), req.Instance,
+		req.MaxLate.Milliseconds(), req.Lease.Milliseconds(), int32(min(req.MaxAttempts, 1<<31-1)),
+		req.Overlap == claim.OverlapSkip).Scan(&outcome, &attempt, &storeNow, &leaseUntil)
+	if err != nil {
+		return claim.Result{}, err
+	}
+	res := claim.Result{Outcome: claim.Outcome(outcome), Attempt: int(attempt), StoreNow: fromMs(storeNow)}
+	if leaseUntil != nil {
+		res.LeaseUntil = fromMs(*leaseUntil)
+	}
+	switch {
+	case res.Outcome == claim.Won && res.Attempt > 1:
+		b.log.Debug("claim decision", zap.String("event", string(claim.EventTakeover)),
+			zap.String("job", req.Job), zap.Int64("slot", req.Slot), zap.Int("attempt", res.Attempt),
+			zap.String("instance", req.Instance), zap.String("token", req.Token.Short()))
+	case res.Outcome == claim.Done && res.Attempt > 0:
+		b.log.Debug("claim decision", zap.String("event", string(claim.EventInterrupted)),
+			zap.String("job", req.Job), zap.Int64("slot", req.Slot), zap.Int("attempt", res.Attempt),
+			zap.String("instance", req.Instance), zap.String("token", req.Token.Short()))
+	}
+	return res, nil
+}
+
+// readRun returns the run (nil when there is none) and store now.
+func (b *Backend) readRun(ctx context.Context, job string, slot int64) (*claim.Run, time.Time, error) {
+	var (
+		now                                 int64
+		rjob, status, instance, token, tail *string
+		rslot, started, finished, until     *int64
+		attempt, exitCode                   *int32
+	)
+	err := b.pool.QueryRow(ctx, b.sql.selectRun, job, slot).Scan(&now, &rjob, &rslot, &status, &attempt,
+		&instance, &token, &started, &finished, &until, &exitCode, &tail)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if status == nil {
+		return nil, fromMs(now), nil
+	}
+	r := &claim.Run{
+		Job: job, Slot: slot, Status: claim.Status(*status), Attempt: int(*attempt),
+		Instance: *instance, Token: claim.Token(*token),
+		StartedAt: fromMs(*started), LeaseUntil: fromMs(*until), OutputTail: *tail,
+	}
+	if finished != nil {
+		r.FinishedAt = fromMs(*finished)
+	}
+	if exitCode != nil {
+		c := int(*exitCode)
+		r.ExitCode = &c
+	}
+	return r, fromMs(now), nil
+}
+
+// Read is the cheap read of a run: one plain SELECT, no lock. It returns
+// store now also with claim.ErrNotFound.
+func (b *Backend) Read(ctx context.Context, job string, slot int64) (claim.Run, time.Time, error) {
+	r, now, err := b.readRun(ctx, job, slot)
+	switch {
+	case err != nil:
+		return claim.Run{}, time.Time{}, b.secrets.wrap(fmt.Errorf("read %s@%d: %w", job, slot, err))
+	case r == nil:
+		return claim.Run{}, now, fmt.Errorf("read %s@%d: %w", job, slot, claim.ErrNotFound)
+	}
+	return *r, now, nil
+}
+
+// Renew extends f's lease to store now + lease, only while f's token owns
+// the run and it is running; otherwise claim.ErrFenced.
+func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration) (claim.Result, error) {
+	if lease < time.Millisecond {
+		return claim.Result{}, fmt.Errorf("renew %s: lease %v is shorter than 1ms", f, lease)
+	}
+	var attempt int32
+	var now, until int64
+	err := b.pool.QueryRow(ctx, b.sql.renew, f.Job, f.Slot, lease.Milliseconds(), string(f.Token)).
+		Scan(&attempt, &now, &until)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return claim.Result{}, fmt.Errorf("renew %s: %w", f, claim.ErrFenced)
+	case err != nil:
+		return claim.Result{}, b.secrets.wrap(fmt.Errorf("renew %s: %w", f, err))
+	}
+	return claim.Result{Outcome: claim.Won, Attempt: int(attempt), StoreNow: fromMs(now), LeaseUntil: fromMs(until)}, nil
+}
+
+// Finish records the result of f's attempt with store-time finished_at,
+// only while f's token owns the run and it is running; otherwise
+// claim.ErrFenced. The exit code is NULL for interrupted. fin.StartedAt and
+// fin.FinishedAt are not used: the run keeps the store's stamps. The output
+// tail is stored as valid UTF-8 without NUL bytes (PostgreSQL text holds
+// neither), each offending byte replaced by "?".
+func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) error {
+	if !fin.Status.Final() {
+		return fmt.Errorf("finish %s: status %q is not a final status", f, fin.Status)
+	}
+	var exit *int32
+	if fin.Status != claim.StatusInterrupted {
+		c := int32(fin.ExitCode)
+		exit = &c
+	}
+	err := b.fencedWrite(ctx, b.sql.finish, f.Job, f.Slot, string(fin.Status), exit,
+		cleanText(fin.OutputTail), string(f.Token))
+	if err != nil {
+		return b.secrets.wrap(fmt.Errorf("finish %s: %w", f, err))
+	}
+	return nil
+}
+
+// Release ends f's lease now, so that a backup's claim takes over at once
+// (attempt+1); claim.ErrFenced when f no longer owns a running run.
+func (b *Backend) Release(ctx context.Context, f claim.Fence) error {
+	if err := b.fencedWrite(ctx, b.sql.release, f.Job, f.Slot, string(f.Token)); err != nil {
+		return b.secrets.wrap(fmt.Errorf("release %s: %w", f, err))
+	}
+	return nil
+}
+
+// fencedWrite runs a fenced UPDATE that appends its history event in the
+// same statement and returns a row per run written; none means
+// claim.ErrFenced.
+func (b *Backend) fencedWrite(ctx context.Context, query string, args ...any) error {
+	var attempt int32
+	err := b.pool.QueryRow(ctx, query, args...).Scan(&attempt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return claim.ErrFenced
+	}
+	return err
+}
+
+// cleanText makes s storable in a text column: NUL bytes and invalid UTF-8
+// become "?" (never longer than what they replace, as the runner does).
+func cleanText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "?"), "\x00", "?")
+}
+
+// ListRuns returns recent runs, newest slot first (then by job), at most
+// q.Limit (default 50).
+func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	if q.Job == "" {
+		rows, err = b.pool.Query(ctx, b.sql.listRuns, limit)
+	} else {
+		rows, err = b.pool.Query(ctx, b.sql.listJobRuns, q.Job, limit)
+	}
+	if err != nil {
+		return nil, b.secrets.wrap(fmt.Errorf("list runs: %w", err))
+	}
+	out, err := pgx.CollectRows(rows, scanRun)
+	if err != nil {
+		return nil, b.secrets.wrap(fmt.Errorf("list runs: %w", err))
+	}
+	return out, nil
+}
+
+// scanRun reads the columns of runColumns.
+func scanRun(row pgx.CollectableRow) (claim.Run, error) {
+	var (
+		r                   claim.Run
+		status, token       string
+		attempt             int32
+		started, leaseUntil int64
+		finished            *int64
+		exitCode            *int32
+	)
+	if err := row.Scan(&r.Job, &r.Slot, &status, &attempt, &r.Instance, &token,
+		&started, &finished, &leaseUntil, &exitCode, &r.OutputTail); err != nil {
+		return claim.Run{}, err
+	}
+	r.Status, r.Token, r.Attempt = claim.Status(status), claim.Token(token), int(attempt)
+	r.StartedAt, r.LeaseUntil = fromMs(started), fromMs(leaseUntil)
+	if finished != nil {
+		r.FinishedAt = fromMs(*finished)
+	}
+	if exitCode != nil {
+		c := int(*exitCode)
+		r.ExitCode = &c
+	}
+	return r, nil
+}
+
+// Prune deletes the runs whose slot is older than store now - olderThan and
+// that are finished or whose lease ended before that cutoff, with their
+// history; a run with a live lease is never deleted. It then forgets the
+// lock rows of jobs with no runs left. olderThan must exceed every job's
+// maxLate: a pruned slot that is not yet late would be won again.
+func (b *Backend) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan < 0 {
+		return 0, fmt.Errorf("prune: negative age %v", olderThan)
+	}
+	var n int64
+	err := pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lockPruneSQL, b.names.lockKey("prune")); err != nil {
+			return fmt.Errorf("take the prune lock: %w", err)
+		}
+		if err := tx.QueryRow(ctx, b.sql.prune, olderThan.Milliseconds()).Scan(&n); err != nil {
+			return fmt.Errorf("delete runs: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, b.secrets.wrap(fmt.Errorf("prune: %w", err))
+	}
+	if n > 0 {
+		if _, err := b.pool.Exec(ctx, b.sql.pruneJobs); err != nil {
+			return n, b.secrets.wrap(fmt.Errorf("prune: forget jobs with no runs: %w", err))
+		}
+		b.log.Debug("pruned runs", zap.Int64("runs", n), zap.Duration("older_than", olderThan))
+	}
+	return n, nil
+}
+
+func fromMs(v int64) time.Time { return time.UnixMilli(v).UTC() }

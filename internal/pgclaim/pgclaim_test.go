@@ -1,0 +1,638 @@
+package pgclaim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/claim/claimtest"
+	"github.com/anarchon/anarchon/internal/testserver"
+)
+
+// dsnEnv names the DSN of the test server; defaultTestDSN is this machine's
+// (trust authentication for local TCP connections).
+const (
+	dsnEnv         = "ANARCHON_TEST_POSTGRES_DSN"
+	defaultTestDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+)
+
+func testDSN() string {
+	if v := os.Getenv(dsnEnv); v != "" {
+		return v
+	}
+	return defaultTestDSN
+}
+
+// requireServer skips or fails t unless the test server answers.
+func requireServer(t testing.TB) string {
+	t.Helper()
+	dsn := testDSN()
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("%s: %v", dsnEnv, err)
+	}
+	addr := ""
+	if !strings.HasPrefix(cfg.Host, "/") { // not a Unix socket directory
+		addr = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	}
+	testserver.Postgres.Require(t, addr)
+	return dsn
+}
+
+// newSchema creates a schema of its own for t, dropped with everything in
+// it when t ends, and returns its name.
+func newSchema(t testing.TB) string {
+	t.Helper()
+	dsn := requireServer(t)
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	schema := "anarchon_test_" + hex.EncodeToString(rnd[:])
+	exec(t, dsn, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
+	t.Cleanup(func() { exec(t, dsn, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE") })
+	return schema
+}
+
+// exec runs one statement on a connection of its own.
+func exec(t testing.TB, dsn, sql string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect to the test server: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// query runs one query of one column on a connection of its own and returns
+// its values.
+func query[T any](t testing.TB, sql string, args ...any) []T {
+	t.Helper()
+	return queryRows(t, pgx.RowTo[T], sql, args...)
+}
+
+// queryRows runs one query on a connection of its own and returns its rows.
+func queryRows[T any](t testing.TB, scan pgx.RowToFunc[T], sql string, args ...any) []T {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testDSN())
+	if err != nil {
+		t.Fatalf("connect to the test server: %v", err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	out, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return out
+}
+
+// open opens a backend on table, closed at the end of the test.
+func open(t testing.TB, table string) *Backend {
+	t.Helper()
+	return openWith(t, Options{DSN: testDSN(), Table: table})
+}
+
+func openWith(t testing.TB, o Options) *Backend {
+	t.Helper()
+	b, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatalf("open %s: %v", o.Table, err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestConformance(t *testing.T) {
+	claimtest.Exercise(t, claimtest.Harness{
+		New: func(t *testing.T) claim.Backend {
+			return open(t, newSchema(t)+".runs")
+		},
+		// A second pool on the same table: racing claimers then cross
+		// connections and the row locks, not a client mutex, pick the winner.
+		Open: func(t *testing.T, b claim.Backend) claim.Backend {
+			return open(t, b.(*Backend).Table())
+		},
+		// No Transient: a claim race must never see an error.
+	})
+}
+
+// raceTableEnv names the shared table of the process race in the children.
+const raceTableEnv = "PGCLAIM_RACE_TABLE"
+
+// TestProcessRace: 3 processes × 4 goroutines claim the same 100 slots on
+// one fresh table (so the processes also race through the migration).
+func TestProcessRace(t *testing.T) {
+	table := newSchema(t) + ".race"
+	claimtest.ProcessRace(t, claimtest.ProcessOptions{
+		Processes:  3,
+		Goroutines: 4,
+		Slots:      100,
+		Env:        []string{raceTableEnv + "=" + table},
+		Open:       func(t *testing.T) claim.Backend { return open(t, table) },
+	})
+}
+
+// TestHelperProcess is a race process of TestProcessRace; on its own it
+// does nothing.
+func TestHelperProcess(t *testing.T) {
+	claimtest.HelperProcess(t, claimtest.HelperOptions{
+		Open: func(ctx context.Context) (claim.Backend, error) {
+			return New(ctx, Options{DSN: testDSN(), Table: os.Getenv(raceTableEnv)})
+		},
+	})
+}
+
+func TestMigrationConcurrent(t *testing.T) {
+	schema := newSchema(t)
+	table := schema + ".fresh"
+	// Eight instances starting together on a fresh table.
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	start := make(chan struct{})
+	for i := range errs {
+		wg.Go(func() {
+			<-start
+			b, err := New(t.Context(), Options{DSN: testDSN(), Table: table})
+			if err == nil {
+				err = b.Close()
+			}
+			errs[i] = err
+		})
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("instances starting together on a fresh table must all migrate or find it migrated: %v", err)
+	}
+	open(t, table) // and once more, alone
+	versions := query[int32](t, `SELECT version FROM `+pgx.Identifier{schema, "fresh_schema"}.Sanitize()+` ORDER BY version`)
+	if len(versions) != len(migrations) || versions[0] != 1 {
+		t.Fatalf("fresh_schema must hold each version once: got %v", versions)
+	}
+	tables := query[string](t, `SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, schema)
+	if got := strings.Join(tables, " "); got != "fresh fresh_history fresh_jobs fresh_schema" {
+		t.Fatalf("tables of the schema: got %s", got)
+	}
+}
+
+func TestNewerSchemaRefused(t *testing.T) {
+	schema := newSchema(t)
+	open(t, schema+".runs")
+	exec(t, testDSN(), `INSERT INTO `+pgx.Identifier{schema, "runs_schema"}.Sanitize()+` (version) VALUES (99)`)
+	_, err := New(t.Context(), Options{DSN: testDSN(), Table: schema + ".runs"})
+	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer") {
+		t.Fatalf("an older anarchond on a newer schema must refuse to start, got %v", err)
+	}
+}
+
+// TestSchemaCreated: a schema-qualified table in a schema that does not
+// exist yet creates the schema.
+func TestSchemaCreated(t *testing.T) {
+	schema := newSchema(t)
+	inner := schema + "_inner"
+	t.Cleanup(func() { exec(t, testDSN(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{inner}.Sanitize()+" CASCADE") })
+	b := open(t, inner+".runs")
+	if b.Table() != inner+".runs" {
+		t.Fatalf("Table() = %q, want %q", b.Table(), inner+".runs")
+	}
+	claimOnce(t, b, "j", time.Now().UnixMilli())
+}
+
+// TestUnqualifiedTable: a table without a schema lands in the session's
+// current_schema(), resolved once at New.
+func TestUnqualifiedTable(t *testing.T) {
+	schema := newSchema(t)
+	dsn, err := url.Parse(testDSN())
+	if err != nil {
+		t.Skipf("%s is not a URL: %v", dsnEnv, err)
+	}
+	q := dsn.Query()
+	q.Set("search_path", schema)
+	dsn.RawQuery = q.Encode()
+	b := openWith(t, Options{DSN: dsn.String(), Table: "Runs"})
+	if want := schema + ".Runs"; b.Table() != want {
+		t.Fatalf("Table() = %q, want %q", b.Table(), want)
+	}
+	claimOnce(t, b, "j", time.Now().UnixMilli())
+	// The default table name, too.
+	b2 := openWith(t, Options{DSN: dsn.String()})
+	if want := schema + "." + DefaultTable; b2.Table() != want {
+		t.Fatalf("Table() = %q, want %q", b2.Table(), want)
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{DSN: "postgres://h/db", Table: "a.b.c"}, `"b.c" is not a name`},
+		{Options{DSN: "postgres://h/db", Table: "1runs"}, `"1runs" is not a name`},
+		{Options{DSN: "postgres://h/db", Table: "runs; DROP TABLE x"}, `is not a name`},
+		{Options{DSN: "postgres://h/db", Table: strings.Repeat("r", 49)}, `is not a name`},
+		{Options{DSN: " "}, "backend.postgres.dsn is empty"},
+		{Options{DSN: "postgres://h/db", PasswordFile: "/nonexistent/pw"}, "/nonexistent/pw"},
+	} {
+		_, err := New(t.Context(), tc.o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v): want an error containing %q, got %v", tc.o, tc.want, err)
+		}
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(t.Context(), Options{DSN: "postgres://h/db", PasswordFile: empty}); err == nil ||
+		!strings.Contains(err.Error(), "is empty") {
+		t.Errorf("an empty password file must be refused, got %v", err)
+	}
+}
+
+// TestPasswordNeverShown: New's errors and the log never show a password,
+// from the DSN (URL or key=value, plain or percent-encoded) or from the
+// password file, when the connection fails.
+func TestPasswordNeverShown(t *testing.T) {
+	// A port nobody listens on: the connection is refused at once.
+	closed := closedPort(t)
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	const fileSecret = "fileS3cret-Zq"
+	if err := os.WriteFile(pwFile, []byte(fileSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const special = "p@ss:w/rd%?&= Zq"
+	for _, tc := range []struct {
+		name, dsn, file string
+		secrets         []string
+	}{
+		{"url", "postgres://postgres:urlS3cret-Zq@127.0.0.1:" + closed + "/test?sslmode=disable", "", []string{"urlS3cret-Zq"}},
+		{"url special", "postgres://" + url.UserPassword("postgres", special).String() + "@127.0.0.1:" + closed + "/test?sslmode=disable", "",
+			[]string{special, url.UserPassword("postgres", special).String(), url.PathEscape(special), url.QueryEscape(special)}},
+		{"url special badly escaped", "postgres://postgres:" + url.PathEscape(special) + "@127.0.0.1:" + closed + "/test?sslmode=disable", "",
+			[]string{special, url.PathEscape(special), url.QueryEscape(special)}},
+		{"url query", "postgres://postgres@127.0.0.1:" + closed + "/test?sslmode=disable&password=qS3cret-Zq", "", []string{"qS3cret-Zq"}},
+		{"key=value", "host=127.0.0.1 port=" + closed + " user=postgres password=kvS3cret-Zq dbname=test sslmode=disable", "", []string{"kvS3cret-Zq"}},
+		{"key=value quoted", "host=127.0.0.1 port=" + closed + " user=postgres password='kv S3cret Zq' dbname=test sslmode=disable", "", []string{"kv S3cret Zq"}},
+		{"password file", "postgres://postgres@127.0.0.1:" + closed + "/test?sslmode=disable", pwFile, []string{fileSecret}},
+		{"password file over dsn", "postgres://postgres:dsnS3cret-Zq@127.0.0.1:" + closed + "/test?sslmode=disable", pwFile,
+			[]string{fileSecret, "dsnS3cret-Zq"}},
+		{"unparsable url", "postgres://postgres:badS3cret-Zq@127.0.0.1:notaport/test", "", []string{"badS3cret-Zq"}},
+		{"unparsable key=value", "host=127.0.0.1 password=badKv-S3cret-Zq port=notaport", "", []string{"badKv-S3cret-Zq"}},
+		{"bad sslmode", "postgres://postgres:sslS3cret-Zq@127.0.0.1:" + closed + "/test?sslmode=bogus", "", []string{"sslS3cret-Zq"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			core, logs := observer.New(zap.DebugLevel)
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			b, err := New(ctx, Options{DSN: tc.dsn, PasswordFile: tc.file, Table: "runs", Log: zap.New(core)})
+			if err == nil {
+				b.Close()
+				t.Fatal("New must fail on a closed port / a bad DSN")
+			}
+			msg := err.Error()
+			for _, s := range tc.secrets {
+				if strings.Contains(msg, s) {
+					t.Fatalf("the error shows the password %q: %s", s, msg)
+				}
+				for _, e := range logs.All() {
+					if line := fmt.Sprint(e.Message, e.ContextMap()); strings.Contains(line, s) {
+						t.Fatalf("the log shows the password %q: %s", s, line)
+					}
+				}
+			}
+			if !strings.Contains(msg, "127.0.0.1") {
+				t.Errorf("the error should still say where it tried to connect: %s", msg)
+			}
+			t.Logf("error: %s", msg)
+		})
+	}
+}
+
+// closedPort returns a local TCP port that refuses connections.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	l.Close()
+	return port
+}
+
+func TestScrub(t *testing.T) {
+	const pw = "s3 cr@t/x"
+	s := secretsOf("postgres://u:" + url.PathEscape(pw) + "@h/db")
+	s.add("fromFile")
+	cause := fmt.Errorf("renew x: %w", claim.ErrFenced)
+	for _, msg := range []string{pw, url.PathEscape(pw), url.QueryEscape(pw), "fromFile",
+		"dial postgres://u:" + url.PathEscape(pw) + "@h/db", "password=" + pw} {
+		err := s.wrap(fmt.Errorf("boom %s: %w", msg, cause))
+		if strings.Contains(err.Error(), "fromFile") || strings.Contains(err.Error(), "cr@t") ||
+			strings.Contains(err.Error(), "cr%40t") {
+			t.Errorf("scrub(%q) = %q: the password is still there", msg, err)
+		}
+		if !errors.Is(err, claim.ErrFenced) {
+			t.Errorf("a scrubbed error must still answer errors.Is for its cause: %v", err)
+		}
+		if errors.Unwrap(err) != nil {
+			t.Errorf("a scrubbed error must not unwrap to the unscrubbed chain: %v", err)
+		}
+	}
+	plain := fmt.Errorf("claim j@1: %w", context.Canceled)
+	if got := s.wrap(plain); got != plain {
+		t.Errorf("an error without a password must come back unchanged, got %v", got)
+	}
+	if s.wrap(nil) != nil {
+		t.Error("wrap(nil) must be nil")
+	}
+}
+
+// TestPasswordFileUsed: with a password file the backend connects (the
+// test server trusts local connections, so the password is not checked).
+func TestPasswordFileUsed(t *testing.T) {
+	schema := newSchema(t)
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("whatever\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := openWith(t, Options{DSN: testDSN(), PasswordFile: pwFile, Table: schema + ".runs"})
+	claimOnce(t, b, "pwfile", time.Now().UnixMilli())
+}
+
+// claimOnce claims job@slot, which must be won(1), and returns the request.
+func claimOnce(t testing.TB, b *Backend, job string, slot int64) claim.Request {
+	t.Helper()
+	r := claim.Request{Job: job, Slot: slot, Token: claim.NewToken(), Instance: "i-" + claim.NewToken().Short(),
+		MaxLate: 24 * time.Hour, Lease: time.Minute, MaxAttempts: 3, Overlap: claim.OverlapAllow}
+	res, err := b.Claim(context.Background(), r)
+	if err != nil || res.Outcome != claim.Won || res.Attempt != 1 {
+		t.Fatalf("claim %s@%d: want won(1), got %+v %v", job, slot, res, err)
+	}
+	return r
+}
+
+// TestOutputTailCleaned: NUL bytes and invalid UTF-8, which PostgreSQL text
+// refuses, are stored as "?".
+func TestOutputTailCleaned(t *testing.T) {
+	b := open(t, newSchema(t)+".runs")
+	r := claimOnce(t, b, "nul", time.Now().UnixMilli())
+	fin := claim.Finish{Status: claim.StatusFailed, ExitCode: 1, OutputTail: "a\x00b\xffc ✗\x00"}
+	if err := b.Finish(t.Context(), r.Fence(1), fin); err != nil {
+		t.Fatalf("finish with NUL bytes in the output: %v", err)
+	}
+	run, _, err := b.Read(t.Context(), r.Job, r.Slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "a?b?c ✗?"; run.OutputTail != want {
+		t.Fatalf("output tail: want %q, got %q", want, run.OutputTail)
+	}
+	if run.ExitCode == nil || *run.ExitCode != 1 || run.Status != claim.StatusFailed {
+		t.Fatalf("the result must be recorded: %+v", run)
+	}
+}
+
+// TestHistory checks the history rows of a run's life: claimed, released,
+// takeover, finished; and interrupted when the attempts run out.
+func TestHistory(t *testing.T) {
+	ctx := t.Context()
+	schema := newSchema(t)
+	b := open(t, schema+".runs")
+	slot := time.Now().UnixMilli()
+	req := func() claim.Request {
+		return claim.Request{Job: "h", Slot: slot, Token: claim.NewToken(), Instance: "i-" + claim.NewToken().Short(),
+			MaxLate: time.Hour, Lease: time.Minute, MaxAttempts: 3, Overlap: claim.OverlapSkip}
+	}
+	mustClaim := func(r claim.Request, want claim.Outcome, attempt int) {
+		t.Helper()
+		res, err := b.Claim(ctx, r)
+		if err != nil || res.Outcome != want || res.Attempt != attempt {
+			t.Fatalf("claim: want %s(%d), got %+v %v", want, attempt, res, err)
+		}
+	}
+	a := req()
+	mustClaim(a, claim.Won, 1)
+	if err := b.Release(ctx, a.Fence(1)); err != nil {
+		t.Fatal(err)
+	}
+	c := req()
+	mustClaim(c, claim.Won, 2)
+	if err := b.Finish(ctx, c.Fence(2), claim.Finish{Status: claim.StatusFailed, ExitCode: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// A second run whose attempts run out (maxAttempts 1, released).
+	d := req()
+	d.Slot, d.MaxAttempts = slot+1, 1
+	mustClaim(d, claim.Won, 1)
+	if err := b.Release(ctx, d.Fence(1)); err != nil {
+		t.Fatal(err)
+	}
+	e := req()
+	e.Slot, e.MaxAttempts = d.Slot, 1
+	mustClaim(e, claim.Done, 1)
+
+	type row struct {
+		Slot    int64
+		Attempt int32
+		Token   string
+		Event   string
+	}
+	rows := queryRows(t, pgx.RowToStructByPos[row], `SELECT slot, attempt, token, event FROM `+pgx.Identifier{schema, "runs_history"}.Sanitize()+
+		` WHERE job = 'h' ORDER BY id`)
+	who := map[string]string{string(a.Token): "a", string(c.Token): "c", string(d.Token): "d", string(e.Token): "e"}
+	var got []string
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%s/%s/%d@+%d", r.Event, who[r.Token], r.Attempt, r.Slot-slot))
+	}
+	want := "claimed/a/1@+0 released/a/1@+0 takeover/c/2@+0 finished/c/2@+0 claimed/d/1@+1 released/d/1@+1 interrupted/d/1@+1"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("history:\n want %s\n got  %s", want, strings.Join(got, " "))
+	}
+}
+
+// queryCounter is a pgx tracer that counts the statements sent.
+type queryCounter struct{ n atomic.Int64 }
+
+func (c *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestStatementsPerCall: a first claim is the cheap read plus one call of
+// the claim function; a claim answered by the cheap read is one statement;
+// renew, finish and release are one statement each. (With pgx's statement
+// cache, a statement is one round trip once its connection has prepared it.)
+func TestStatementsPerCall(t *testing.T) {
+	ctx := t.Context()
+	qc := &queryCounter{}
+	b := openWith(t, Options{DSN: testDSN(), Table: newSchema(t) + ".runs", tracer: qc})
+	count := func(what string, want int64, f func() error) {
+		t.Helper()
+		before := qc.n.Load()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := qc.n.Load() - before; got != want {
+			t.Fatalf("%s: want %d statement(s), got %d", what, want, got)
+		}
+	}
+	var r claim.Request
+	count("a first claim (read + function)", 2, func() error { r = claimOnce(t, b, "rt", time.Now().UnixMilli()); return nil })
+	count("a re-sent claim of a live run (read only)", 1, func() error {
+		res, err := b.Claim(ctx, r)
+		if err == nil && res.Outcome != claim.Won {
+			err = fmt.Errorf("want won, got %s", res.Outcome)
+		}
+		return err
+	})
+	count("another instance's claim of a live run (read only)", 1, func() error {
+		o := r
+		o.Token = claim.NewToken()
+		res, err := b.Claim(ctx, o)
+		if err == nil && res.Outcome != claim.Running {
+			err = fmt.Errorf("want running, got %s", res.Outcome)
+		}
+		return err
+	})
+	count("renew", 1, func() error { _, err := b.Renew(ctx, r.Fence(1), time.Minute); return err })
+	count("release", 1, func() error { return b.Release(ctx, r.Fence(1)) })
+	count("finish", 1, func() error {
+		// Released, but still running under r's token: r may still finish.
+		return b.Finish(ctx, r.Fence(1), claim.Finish{Status: claim.StatusSucceeded})
+	})
+}
+
+// TestRepeatableReadDefault: a database whose default isolation is
+// REPEATABLE READ must not turn claims queued on a job's lock into
+// serialization failures (the backend sets READ COMMITTED on its sessions).
+func TestRepeatableReadDefault(t *testing.T) {
+	dsn, err := url.Parse(testDSN())
+	if err != nil {
+		t.Skipf("%s is not a URL: %v", dsnEnv, err)
+	}
+	q := dsn.Query()
+	q.Set("default_transaction_isolation", "repeatable read")
+	dsn.RawQuery = q.Encode()
+	b := openWith(t, Options{DSN: dsn.String(), Table: newSchema(t) + ".runs"})
+	base := time.Now().UnixMilli()
+	var wg sync.WaitGroup
+	var won [20]atomic.Int32
+	errs := make([]error, 8)
+	for g := range errs {
+		wg.Go(func() {
+			tok := claim.NewToken()
+			for i := range won {
+				res, err := b.Claim(t.Context(), claim.Request{Job: "rr", Slot: base + int64(i), Token: tok,
+					Instance: fmt.Sprint("g", g), MaxLate: time.Hour, Lease: time.Minute, MaxAttempts: 3,
+					Overlap: claim.OverlapAllow})
+				if err != nil {
+					errs[g] = err
+					return
+				}
+				if res.Outcome == claim.Won {
+					won[i].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("claims under a REPEATABLE READ default: %v", err)
+	}
+	for i := range won {
+		if n := won[i].Load(); n != 1 {
+			t.Fatalf("slot %d: %d winners, want 1", i, n)
+		}
+	}
+}
+
+// TestPruneForgetsJobs: Prune also deletes the lock rows of jobs with no
+// runs left, and a later claim of the job re-creates its row.
+func TestPruneForgetsJobs(t *testing.T) {
+	schema := newSchema(t)
+	b := open(t, schema+".runs")
+	jobs := pgx.Identifier{schema, "runs_jobs"}.Sanitize()
+	old := time.Now().Add(-2 * time.Hour).UnixMilli()
+	r := claimOnce(t, b, "gone", old)
+	if err := b.Finish(t.Context(), r.Fence(1), claim.Finish{Status: claim.StatusSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	claimOnce(t, b, "stays", time.Now().UnixMilli())
+	n, err := b.Prune(t.Context(), time.Hour)
+	if err != nil || n != 1 {
+		t.Fatalf("prune: want 1 run deleted, got %d %v", n, err)
+	}
+	if got := strings.Join(query[string](t, `SELECT job FROM `+jobs+` ORDER BY job`), " "); got != "stays" {
+		t.Fatalf("job rows after the prune: want stays, got %q", got)
+	}
+	if got := query[int64](t, `SELECT count(*) FROM `+pgx.Identifier{schema, "runs_history"}.Sanitize()+` WHERE job = 'gone'`); got[0] != 0 {
+		t.Fatalf("the pruned run's history must be gone, %d rows left", got[0])
+	}
+	claimOnce(t, b, "gone", time.Now().UnixMilli())
+	if got := strings.Join(query[string](t, `SELECT job FROM `+jobs+` ORDER BY job`), " "); got != "gone stays" {
+		t.Fatalf("job rows after a new claim: want gone stays, got %q", got)
+	}
+}
+
+// TestContextCancelWhileWaiting: a claim queued behind another transaction
+// holding the job's lock gives up when its context ends, and its error names
+// the run.
+func TestContextCancelWhileWaiting(t *testing.T) {
+	schema := newSchema(t)
+	b := open(t, schema+".runs")
+	claimOnce(t, b, "c", time.Now().Add(-time.Minute).UnixMilli()) // the job's lock row exists
+	conn, err := pgx.Connect(t.Context(), testDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), `SELECT 1 FROM `+pgx.Identifier{schema, "runs_jobs"}.Sanitize()+` WHERE job = 'c' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	_, err = b.Claim(ctx, claim.Request{Job: "c", Slot: time.Now().UnixMilli(), Token: claim.NewToken(),
+		Instance: "x", MaxLate: time.Hour, Lease: time.Minute, MaxAttempts: 1})
+	if err == nil {
+		t.Fatal("a claim that cannot get the job's lock before its context ends must fail")
+	}
+	if !strings.Contains(err.Error(), "claim c@") {
+		t.Fatalf("the error must name the run: %v", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) && !pgconn.Timeout(err) {
+		t.Logf("note: error is %v", err)
+	}
+}

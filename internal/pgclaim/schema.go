@@ -1,0 +1,266 @@
+package pgclaim
+
+// Schema migrations, applied in order by migrate, each exactly once per
+// table. Migration i (0-based) brings the table to version i+1; the versions
+// applied are recorded in <table>_schema. Never edit a released migration:
+// append a new one (a changed claim function is a new migration with
+// CREATE OR REPLACE FUNCTION).
+//
+// The SQL is written with placeholders that names.expand replaces with the
+// quoted, schema-qualified names of one table (see names):
+//
+//	{{runs}}     "s"."t"           one row per run (job, slot)
+//	{{jobs}}     "s"."t_jobs"      one row per job: the per-job claim lock
+//	{{history}}  "s"."t_history"   what happened to each run
+//	{{claim}}    "s"."t_claim"     the claim function
+//	{{live}}     "t_live"          index names (created in the table's schema)
+//	{{slotidx}}  "t_slot_job"
+//	{{histidx}}  "t_history_run"
+//	{{now}}      store now in integer milliseconds (nowMs)
+//
+// Times are integer milliseconds since the Unix epoch in store time, as in
+// the sqlite backend and the claim package's Slot: a run's times compare
+// with its slot without conversion. For psql, to_timestamp(slot / 1000.0)
+// shows one as a timestamp.
+var migrations = []string{
+	// 1: runs, the job lock rows, history, their indexes, and the claim
+	// function.
+	`CREATE TABLE {{runs}} (
+		job         text    NOT NULL,
+		slot        bigint  NOT NULL,            -- ms since the Unix epoch
+		status      text    NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'timeout', 'interrupted')),
+		attempt     integer NOT NULL CHECK (attempt >= 1),
+		instance    text    NOT NULL,
+		token       text    NOT NULL,
+		started_at  bigint  NOT NULL,            -- store time the current attempt was granted
+		finished_at bigint,                      -- store time; NULL while running
+		lease_until bigint  NOT NULL,            -- store time
+		exit_code   integer,                     -- NULL while running or when interrupted
+		output_tail text    NOT NULL DEFAULT '',
+		PRIMARY KEY (job, slot)
+	) WITH (fillfactor = 90);
+	-- The overlap rule's question, "is another run of this job live?", reads
+	-- only running runs of one job. lease_until is deliberately not indexed:
+	-- a renewal then changes no indexed column, so it is a HOT update (the
+	-- fillfactor leaves room on the page) and heartbeats add no index entries.
+	CREATE INDEX {{live}} ON {{runs}} (job) WHERE status = 'running';
+	-- status over every job (newest slot first) and Prune (slot < cutoff).
+	CREATE INDEX {{slotidx}} ON {{runs}} (slot, job);
+
+	-- One row per job, upserted by every claim transaction that may write:
+	-- its row lock, held to COMMIT, serialises the claims of one job.
+	CREATE TABLE {{jobs}} (
+		job text PRIMARY KEY
+	);
+
+	CREATE TABLE {{history}} (
+		id       bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		job      text    NOT NULL,
+		slot     bigint  NOT NULL,
+		attempt  integer NOT NULL,
+		token    text    NOT NULL,
+		instance text    NOT NULL,
+		event    text    NOT NULL,               -- claimed | takeover | interrupted | finished | released
+		at       bigint  NOT NULL                -- store time
+	);
+	CREATE INDEX {{histidx}} ON {{history}} (job, slot);
+
+	-- The decision table of SPEC §3.1, the same as claim.Decide, in one call:
+	-- the whole claim is one round trip (SELECT * FROM claim(...), run by
+	-- PostgreSQL in an implicit transaction).
+	--
+	-- VOLATILE matters: each statement of a VOLATILE function takes a fresh
+	-- snapshot (under READ COMMITTED, which the backend sets on its
+	-- sessions), so a claim that waited on the job's lock row reads what the
+	-- claim before it committed.
+	CREATE FUNCTION {{claim}}(
+		p_job text, p_slot bigint, p_token text, p_instance text,
+		p_max_late_ms bigint, p_lease_ms bigint, p_max_attempts integer, p_overlap_skip boolean,
+		OUT outcome text, OUT attempt integer, OUT store_now bigint, OUT lease_until bigint)
+	LANGUAGE plpgsql VOLATILE AS $claim$
+	#variable_conflict use_column
+	DECLARE
+		cur        {{runs}}%ROWTYPE;
+		found_run  boolean;
+		now_ms     bigint;
+		other_live boolean := false;
+	BEGIN
+		-- 1. The job's lock row. ON CONFLICT DO UPDATE locks the existing
+		-- row until COMMIT (a no-op update of an unchanged key is HOT): a
+		-- second claim of the job waits here and then sees the first's row.
+		INSERT INTO {{jobs}} AS j (job) VALUES (p_job)
+			ON CONFLICT (job) DO UPDATE SET job = excluded.job;
+
+		-- 2. The run, locked against a concurrent renew, finish or release.
+		SELECT * INTO cur FROM {{runs}} AS r WHERE r.job = p_job AND r.slot = p_slot FOR UPDATE;
+		found_run := FOUND;
+
+		-- 3. Store now, read once the locks are held: clock_timestamp(), not
+		-- now(), which is the transaction's start and may be stale after the
+		-- wait for the lock.
+		now_ms := {{now}};
+		store_now := now_ms;
+		attempt := 0;
+
+		IF NOT found_run THEN
+			IF now_ms - p_slot > p_max_late_ms THEN
+				outcome := 'late';
+				RETURN;
+			END IF;
+			IF p_overlap_skip AND EXISTS (SELECT 1 FROM {{runs}} AS o
+					WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot) THEN
+				outcome := 'overlap';
+				RETURN;
+			END IF;
+			INSERT INTO {{runs}} (job, slot, status, attempt, instance, token,
+					started_at, finished_at, lease_until, exit_code, output_tail)
+				VALUES (p_job, p_slot, 'running', 1, p_instance, p_token,
+					now_ms, NULL, now_ms + p_lease_ms, NULL, '');
+			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+				VALUES (p_job, p_slot, 1, p_token, p_instance, 'claimed', now_ms);
+			outcome := 'won';
+			attempt := 1;
+			lease_until := now_ms + p_lease_ms;
+			RETURN;
+		END IF;
+
+		-- My own claim, re-sent: won, whatever the lease says.
+		IF cur.status = 'running' AND cur.token = p_token THEN
+			outcome := 'won';
+			attempt := cur.attempt;
+			lease_until := cur.lease_until;
+			RETURN;
+		END IF;
+
+		IF cur.status <> 'running' THEN
+			outcome := 'done';
+			RETURN;
+		END IF;
+
+		IF cur.lease_until >= now_ms THEN
+			outcome := 'running';
+			attempt := cur.attempt;
+			lease_until := cur.lease_until;
+			RETURN;
+		END IF;
+
+		-- The lease expired. Overlap also guards takeovers.
+		IF p_overlap_skip THEN
+			other_live := EXISTS (SELECT 1 FROM {{runs}} AS o
+				WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot);
+		END IF;
+		IF cur.attempt >= p_max_attempts OR other_live THEN
+			UPDATE {{runs}} AS r SET status = 'interrupted', finished_at = now_ms
+				WHERE r.job = p_job AND r.slot = p_slot;
+			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+				VALUES (p_job, p_slot, cur.attempt, cur.token, cur.instance, 'interrupted', now_ms);
+			outcome := 'done';
+			attempt := cur.attempt;
+			RETURN;
+		END IF;
+
+		UPDATE {{runs}} AS r SET status = 'running', attempt = cur.attempt + 1,
+				instance = p_instance, token = p_token, started_at = now_ms, finished_at = NULL,
+				lease_until = now_ms + p_lease_ms, exit_code = NULL, output_tail = ''
+			WHERE r.job = p_job AND r.slot = p_slot;
+		INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+			VALUES (p_job, p_slot, cur.attempt + 1, p_token, p_instance, 'takeover', now_ms);
+		outcome := 'won';
+		attempt := cur.attempt + 1;
+		lease_until := now_ms + p_lease_ms;
+	END
+	$claim$;`,
+}
+
+// nowMs is the store's clock in integer milliseconds since the Unix epoch.
+// clock_timestamp() moves within a transaction and within a statement, so
+// every statement below reads it at most once and derives the rest from
+// that reading.
+const nowMs = `(extract(epoch FROM clock_timestamp()) * 1000)::bigint`
+
+// SQL of the migration machinery. pg_advisory_xact_lock serialises the
+// instances that start together: each later one finds the schema already at
+// the latest version. Existence is checked with to_regclass rather than
+// CREATE ... IF NOT EXISTS, so that a role allowed only to read and write
+// the tables (an administrator ran the migration) can start.
+const (
+	lockMigrationSQL  = `SELECT pg_advisory_xact_lock($1)`
+	regclassSQL       = `SELECT to_regclass($1) IS NOT NULL`
+	schemaExistsSQL   = `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`
+	currentSchemaSQL  = `SELECT current_schema()`
+	createMigrationsT = `CREATE TABLE {{schema}} (
+		version    integer PRIMARY KEY,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`
+	currentVersionSQL = `SELECT COALESCE(MAX(version), 0) FROM {{schema}}`
+	recordVersionSQL  = `INSERT INTO {{schema}} (version) VALUES ($1)`
+)
+
+// SQL of the claim, the reads and the fenced writes.
+const (
+	runColumns = `r.job, r.slot, r.status, r.attempt, r.instance, r.token,
+		r.started_at, r.finished_at, r.lease_until, r.exit_code, r.output_tail`
+
+	// selectRunSQL reads store now and the run (all NULL when there is
+	// none) in one plain statement: the read before the transaction (SPEC
+	// §3.1) and Leaser.Read.
+	selectRunSQL = `SELECT {{now}}, ` + runColumns + `
+		FROM (SELECT 1) AS one LEFT JOIN {{runs}} AS r ON r.job = $1 AND r.slot = $2`
+
+	// claimSQL is the whole decision, one round trip.
+	claimSQL = `SELECT outcome, attempt, store_now, lease_until
+		FROM {{claim}}($1, $2, $3, $4, $5, $6, $7, $8)`
+
+	// renewSQL extends a lease, fenced by token and status. StoreNow is
+	// returned as lease_until - lease: the same reading of the clock.
+	renewSQL = `UPDATE {{runs}} AS r SET lease_until = {{now}} + $3
+		WHERE r.job = $1 AND r.slot = $2 AND r.token = $4 AND r.status = 'running'
+		RETURNING r.attempt, r.lease_until - $3, r.lease_until`
+
+	// finishSQL records a result, fenced by token and status, and appends
+	// "finished" to the history, in one statement.
+	finishSQL = `WITH u AS (
+			UPDATE {{runs}} AS r SET status = $3, exit_code = $4, output_tail = $5, finished_at = {{now}}
+			WHERE r.job = $1 AND r.slot = $2 AND r.token = $6 AND r.status = 'running'
+			RETURNING r.job, r.slot, r.attempt, r.token, r.instance, r.finished_at)
+		INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+		SELECT job, slot, attempt, token, instance, 'finished', finished_at FROM u
+		RETURNING attempt`
+
+	// releaseSQL ends a lease, fenced by token and status, and appends
+	// "released". The lease ends one millisecond before now, so that
+	// lease_until < now holds at once and a backup's claim in the same
+	// millisecond already takes over.
+	releaseSQL = `WITH u AS (
+			UPDATE {{runs}} AS r SET lease_until = {{now}} - 1
+			WHERE r.job = $1 AND r.slot = $2 AND r.token = $3 AND r.status = 'running'
+			RETURNING r.job, r.slot, r.attempt, r.token, r.instance, r.lease_until + 1 AS at)
+		INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+		SELECT job, slot, attempt, token, instance, 'released', at FROM u
+		RETURNING attempt`
+
+	// listRunsSQL and listJobRunsSQL serve status, newest slot first (index
+	// {{slotidx}} and the primary key).
+	listRunsSQL    = `SELECT ` + runColumns + ` FROM {{runs}} AS r ORDER BY r.slot DESC, r.job LIMIT $1`
+	listJobRunsSQL = `SELECT ` + runColumns + ` FROM {{runs}} AS r WHERE r.job = $1 ORDER BY r.slot DESC LIMIT $2`
+
+	// lockPruneSQL serialises the prunes of several instances.
+	lockPruneSQL = `SELECT pg_advisory_xact_lock($1)`
+
+	// pruneSQL deletes old runs that are finished or whose lease ended
+	// before the cutoff, and their history; a live run's lease_until >= now
+	// > cutoff, so it is never deleted. It returns how many runs it deleted.
+	pruneSQL = `WITH c AS (SELECT {{now}} - $1::bigint AS cutoff),
+		d AS (DELETE FROM {{runs}} AS r USING c
+			WHERE r.slot < c.cutoff AND (r.status <> 'running' OR r.lease_until < c.cutoff)
+			RETURNING r.job, r.slot),
+		h AS (DELETE FROM {{history}} AS h USING d WHERE h.job = d.job AND h.slot = d.slot)
+		SELECT count(*) FROM d`
+
+	// pruneJobsSQL forgets the lock rows of jobs with no runs left (a job
+	// removed from the crontab). It runs in its own transaction after
+	// pruneSQL's: holding deleted runs' locks while waiting for a job's lock
+	// row would deadlock with a claim holding that row. A claim that
+	// re-creates a row deleted here simply inserts it again.
+	pruneJobsSQL = `DELETE FROM {{jobs}} AS j WHERE NOT EXISTS (SELECT 1 FROM {{runs}} AS r WHERE r.job = j.job)`
+)

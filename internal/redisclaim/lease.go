@@ -1,0 +1,546 @@
+package redisclaim
+
+import (
+	"cmp"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/anarchon/anarchon/internal/claim"
+)
+
+// The lease strategy (SPEC §3.1, §4): the decision table of claim.Decide as
+// one Lua script, and every later write (renew, finish, release) as a script
+// fenced by token and status.
+//
+// Keys of a job, all in one cluster slot (hash tag {<ns>:<job>}):
+//
+//	{<ns>:<job>}:state    hash    <slot ms> -> the run, JSON: status, attempt,
+//	                              instance, token, started_at, finished_at,
+//	                              lease_until, exit_code, output_tail (times
+//	                              in store ms)
+//	{<ns>:<job>}:slots    zset    <slot ms> scored by itself: the job's runs in
+//	                              slot order, for status and Prune
+//	{<ns>:<job>}:live     hash    <slot ms> -> lease_until, for every running
+//	                              run: the overlap rule's question reads it
+//	{<ns>:<job>}:history  stream  claimed / takeover / interrupted / finished /
+//	                              released, with slot, attempt, token, instance
+//	                              (and status for finished); MAXLEN ~
+//	                              HistoryMaxLen
+//
+// and one key outside them, the set <ns>:jobs of job names (for status and
+// Prune over every job; written after a won claim, never by a script).
+//
+// Store time is Redis TIME, read inside each script on the node that holds
+// the job; no instance's clock enters a decision.
+
+// Lua scripts of the lease strategy. redis.NewScript's Run sends EVALSHA
+// and falls back to EVAL on NOSCRIPT (after a restart or SCRIPT FLUSH).
+var (
+	//go:embed lua/lease_claim.lua
+	leaseClaimLua string
+	//go:embed lua/lease_renew.lua
+	leaseRenewLua string
+	//go:embed lua/lease_finish.lua
+	leaseFinishLua string
+	//go:embed lua/lease_release.lua
+	leaseReleaseLua string
+	//go:embed lua/lease_read.lua
+	leaseReadLua string
+	//go:embed lua/lease_prune.lua
+	leasePruneLua string
+
+	leaseClaim   = redis.NewScript(leaseClaimLua)
+	leaseRenew   = redis.NewScript(leaseRenewLua)
+	leaseFinish  = redis.NewScript(leaseFinishLua)
+	leaseRelease = redis.NewScript(leaseReleaseLua)
+	leaseRead    = redis.NewScript(leaseReadLua) // run read-only: EVALSHA_RO
+	leasePrune   = redis.NewScript(leasePruneLua)
+)
+
+const (
+	// defaultListLimit is ListRuns's limit when the query sets none.
+	defaultListLimit = 50
+	// pruneBatch is how many old slots one prune script examines, so that
+	// a large backlog never holds Redis for long.
+	pruneBatch = 500
+	// maxMs bounds the millisecond times the scripts store: Redis's cjson
+	// writes numbers with 14 significant digits, exact below 1e14 ms (the
+	// year 5138).
+	maxMs = 100_000_000_000_000
+	// maxLease bounds a lease, so that now + lease stays below maxMs.
+	maxLease = 10 * 365 * 24 * time.Hour
+)
+
+// Backend is the Redis lease backend: a claim.Leaser and claim.Pruner. It is
+// safe for concurrent use.
+type Backend struct {
+	c      redis.UniversalClient
+	owned  bool // Close closes c
+	ns     string
+	maxLen int64
+	log    *zap.Logger
+}
+
+var (
+	_ claim.Backend = (*Backend)(nil)
+	_ claim.Leaser  = (*Backend)(nil)
+	_ claim.Pruner  = (*Backend)(nil)
+)
+
+// New connects to Redis (o.Client, or a client made from o.URL) and checks
+// that it answers. Its errors never contain a password.
+func New(ctx context.Context, o Options) (*Backend, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("redis lease backend: %w", err)
+	}
+	c, owned, err := connect(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{c: c, owned: owned, ns: o.Namespace, maxLen: o.HistoryMaxLen, log: o.Log}, nil
+}
+
+// Namespace is the prefix of the backend's keys.
+func (b *Backend) Namespace() string { return b.ns }
+
+// Close closes the client, unless it was given in Options.Client.
+func (b *Backend) Close() error {
+	if !b.owned {
+		return nil
+	}
+	if err := b.c.Close(); err != nil {
+		return fmt.Errorf("close redis client: %w", err)
+	}
+	return nil
+}
+
+// jobKeys are the keys of one job (see the layout above).
+type jobKeys struct {
+	state, slots, live, history string
+}
+
+func (b *Backend) keys(job string) jobKeys {
+	tag := "{" + b.ns + ":" + job + "}"
+	return jobKeys{state: tag + ":state", slots: tag + ":slots", live: tag + ":live", history: tag + ":history"}
+}
+
+// jobsKey is the set of the namespace's job names.
+func (b *Backend) jobsKey() string { return b.ns + ":jobs" }
+
+// checkJob refuses job names that would break the keys' hash tag.
+func checkJob(job string) error {
+	switch {
+	case job == "":
+		return errors.New("empty job name")
+	case strings.ContainsAny(job, "{}"):
+		return fmt.Errorf("job name %q: must not contain { or }", job)
+	}
+	return nil
+}
+
+// checkRequest refuses requests the script cannot decide sensibly.
+func checkRequest(req claim.Request) error {
+	if err := checkJob(req.Job); err != nil {
+		return err
+	}
+	switch {
+	case req.Slot < 0 || req.Slot >= maxMs:
+		return fmt.Errorf("slot %d is out of range", req.Slot)
+	case req.Token == "":
+		return errors.New("empty token")
+	case req.Lease < time.Millisecond:
+		return fmt.Errorf("lease %v is shorter than 1ms", req.Lease)
+	case req.Lease > maxLease:
+		return fmt.Errorf("lease %v is longer than %v", req.Lease, maxLease)
+	case req.MaxLate < 0:
+		return fmt.Errorf("negative maxLate %v", req.MaxLate)
+	}
+	return nil
+}
+
+// Claim makes the decision of SPEC §3.1 for req in one script, with store
+// time. A won claim then adds the job to the index of jobs; if that fails
+// the claim returns the error, and the daemon's re-send (same token) is
+// answered won again and adds it.
+func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
+	if err := checkRequest(req); err != nil {
+		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+	}
+	k := b.keys(req.Job)
+	v, err := leaseClaim.Run(ctx, b.c, []string{k.state, k.slots, k.live, k.history},
+		req.Slot, string(req.Token), req.Instance, req.MaxLate.Milliseconds(), req.Lease.Milliseconds(),
+		req.MaxAttempts, string(req.Overlap), b.maxLen).Slice()
+	if err != nil {
+		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+	}
+	res, event, err := parseClaimReply(v)
+	if err != nil {
+		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+	}
+	if res.Outcome == claim.Won {
+		if err := b.c.SAdd(ctx, b.jobsKey(), req.Job).Err(); err != nil {
+			return claim.Result{}, fmt.Errorf("claim %s@%d: won, but adding the job to %s failed: %w",
+				req.Job, req.Slot, b.jobsKey(), err)
+		}
+	}
+	if event != "" && event != string(claim.EventClaimed) {
+		b.log.Debug("claim decision", zap.String("event", event),
+			zap.String("job", req.Job), zap.Int64("slot", req.Slot), zap.Int("attempt", res.Attempt),
+			zap.String("instance", req.Instance), zap.String("token", req.Token.Short()))
+	}
+	return res, nil
+}
+
+// parseClaimReply reads {outcome, attempt, now_ms, lease_until_ms, event}.
+func parseClaimReply(v []any) (claim.Result, string, error) {
+	if len(v) != 5 {
+		return claim.Result{}, "", fmt.Errorf("unexpected script reply %v", v)
+	}
+	outcome, _ := v[0].(string)
+	event, _ := v[4].(string)
+	nums, err := int64s(v[1:4])
+	if err != nil {
+		return claim.Result{}, "", err
+	}
+	res := claim.Result{Outcome: claim.Outcome(outcome), Attempt: int(nums[0]), StoreNow: fromMs(nums[1])}
+	if nums[2] != 0 {
+		res.LeaseUntil = fromMs(nums[2])
+	}
+	switch res.Outcome {
+	case claim.Won, claim.Running, claim.Done, claim.Late, claim.Overlap:
+	default:
+		return claim.Result{}, "", fmt.Errorf("unexpected outcome %q from the claim script", outcome)
+	}
+	return res, event, nil
+}
+
+// int64s reads the integers of a script reply.
+func int64s(v []any) ([]int64, error) {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		n, ok := x.(int64)
+		if !ok {
+			return nil, fmt.Errorf("unexpected script reply: %v is not an integer", x)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// fencedReply reads the {'ok', ...} or {'fenced'} reply of a fenced write.
+func fencedReply(v []any) ([]any, error) {
+	if len(v) == 0 {
+		return nil, errors.New("empty script reply")
+	}
+	switch v[0] {
+	case "ok":
+		return v[1:], nil
+	case "fenced":
+		return nil, claim.ErrFenced
+	}
+	return nil, fmt.Errorf("unexpected script reply %v", v)
+}
+
+// Renew extends f's lease to store now + lease, only while f's token owns
+// the run and it is running; otherwise claim.ErrFenced.
+func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration) (claim.Result, error) {
+	if err := checkJob(f.Job); err != nil {
+		return claim.Result{}, fmt.Errorf("renew %s: %w", f, err)
+	}
+	if lease < time.Millisecond || lease > maxLease {
+		return claim.Result{}, fmt.Errorf("renew %s: lease %v is not between 1ms and %v", f, lease, maxLease)
+	}
+	k := b.keys(f.Job)
+	v, err := leaseRenew.Run(ctx, b.c, []string{k.state, k.live}, f.Slot, string(f.Token), lease.Milliseconds()).Slice()
+	if err == nil {
+		v, err = fencedReply(v)
+	}
+	if err != nil {
+		return claim.Result{}, fmt.Errorf("renew %s: %w", f, err)
+	}
+	nums, err := int64s(v)
+	if err != nil || len(nums) != 3 {
+		return claim.Result{}, fmt.Errorf("renew %s: unexpected script reply %v", f, v)
+	}
+	return claim.Result{Outcome: claim.Won, Attempt: int(nums[0]), StoreNow: fromMs(nums[1]), LeaseUntil: fromMs(nums[2])}, nil
+}
+
+// Finish records the result of f's attempt with store-time finished_at,
+// only while f's token owns the run and it is running; otherwise
+// claim.ErrFenced. A Finish re-sent after its answer was lost (same token,
+// same result already stored) succeeds without writing. fin.StartedAt and
+// fin.FinishedAt are not used: the run keeps the store's stamps.
+func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) error {
+	if err := checkJob(f.Job); err != nil {
+		return fmt.Errorf("finish %s: %w", f, err)
+	}
+	if !fin.Status.Final() {
+		return fmt.Errorf("finish %s: status %q is not a final status", f, fin.Status)
+	}
+	exit := strconv.Itoa(fin.ExitCode)
+	if fin.Status == claim.StatusInterrupted {
+		exit = "" // nil: an interrupted run has no exit code
+	}
+	k := b.keys(f.Job)
+	v, err := leaseFinish.Run(ctx, b.c, []string{k.state, k.live, k.history},
+		f.Slot, string(f.Token), string(fin.Status), exit, fin.OutputTail, b.maxLen).Slice()
+	if err == nil {
+		_, err = fencedReply(v)
+	}
+	if err != nil {
+		return fmt.Errorf("finish %s: %w", f, err)
+	}
+	return nil
+}
+
+// Release ends f's lease now (lease_until = store now - 1ms), so that a
+// backup's claim takes over at once (attempt+1); claim.ErrFenced when f no
+// longer owns a running run.
+func (b *Backend) Release(ctx context.Context, f claim.Fence) error {
+	if err := checkJob(f.Job); err != nil {
+		return fmt.Errorf("release %s: %w", f, err)
+	}
+	k := b.keys(f.Job)
+	v, err := leaseRelease.Run(ctx, b.c, []string{k.state, k.live, k.history}, f.Slot, string(f.Token), b.maxLen).Slice()
+	if err == nil {
+		_, err = fencedReply(v)
+	}
+	if err != nil {
+		return fmt.Errorf("release %s: %w", f, err)
+	}
+	return nil
+}
+
+// Read is the cheap read of a run: one read-only script (EVALSHA_RO) that
+// reads TIME and the run, and writes nothing. It returns store now also
+// with claim.ErrNotFound.
+func (b *Backend) Read(ctx context.Context, job string, slot int64) (claim.Run, time.Time, error) {
+	if err := checkJob(job); err != nil {
+		return claim.Run{}, time.Time{}, fmt.Errorf("read %s@%d: %w", job, slot, err)
+	}
+	v, err := leaseRead.RunRO(ctx, b.c, []string{b.keys(job).state}, slot).Slice()
+	if err != nil {
+		return claim.Run{}, time.Time{}, fmt.Errorf("read %s@%d: %w", job, slot, err)
+	}
+	if len(v) != 2 {
+		return claim.Run{}, time.Time{}, fmt.Errorf("read %s@%d: unexpected script reply %v", job, slot, v)
+	}
+	nowMs, ok := v[0].(int64)
+	if !ok {
+		return claim.Run{}, time.Time{}, fmt.Errorf("read %s@%d: unexpected script reply %v", job, slot, v)
+	}
+	now := fromMs(nowMs)
+	raw, _ := v[1].(string)
+	if v[1] == nil {
+		return claim.Run{}, now, fmt.Errorf("read %s@%d: %w", job, slot, claim.ErrNotFound)
+	}
+	run, err := decodeRun(job, slot, raw)
+	if err != nil {
+		return claim.Run{}, time.Time{}, fmt.Errorf("read %s@%d: %w", job, slot, err)
+	}
+	return run, now, nil
+}
+
+// storedRun is a run as the scripts store it (JSON written by Redis's
+// cjson); times are store milliseconds, absent fields zero.
+type storedRun struct {
+	Status     string `json:"status"`
+	Attempt    int    `json:"attempt"`
+	Instance   string `json:"instance"`
+	Token      string `json:"token"`
+	StartedAt  int64  `json:"started_at"`
+	FinishedAt int64  `json:"finished_at"`
+	LeaseUntil int64  `json:"lease_until"`
+	ExitCode   *int   `json:"exit_code"`
+	OutputTail string `json:"output_tail"`
+}
+
+// decodeRun decodes the state of (job, slot).
+func decodeRun(job string, slot int64, raw string) (claim.Run, error) {
+	var s storedRun
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		return claim.Run{}, fmt.Errorf("decode the stored run: %w", err)
+	}
+	r := claim.Run{
+		Job: job, Slot: slot, Status: claim.Status(s.Status), Attempt: s.Attempt,
+		Instance: s.Instance, Token: claim.Token(s.Token), StartedAt: fromMs(s.StartedAt),
+		LeaseUntil: fromMs(s.LeaseUntil), ExitCode: s.ExitCode, OutputTail: s.OutputTail,
+	}
+	if s.FinishedAt != 0 {
+		r.FinishedAt = fromMs(s.FinishedAt)
+	}
+	return r, nil
+}
+
+// ListRuns returns recent runs, newest slot first (then by job), at most
+// q.Limit (default 50). For every job it reads the newest slots from the
+// job's slots index, merges them, and then reads only the runs it returns.
+func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	jobs := []string{q.Job}
+	if q.Job == "" {
+		var err error
+		if jobs, err = b.c.SMembers(ctx, b.jobsKey()).Result(); err != nil {
+			return nil, fmt.Errorf("list runs: read %s: %w", b.jobsKey(), err)
+		}
+	} else if err := checkJob(q.Job); err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+
+	// The newest limit slots of every job; the newest limit of all of them.
+	type runKey struct {
+		job  string
+		slot int64
+	}
+	newest := make([]*redis.StringSliceCmd, len(jobs))
+	if _, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, job := range jobs {
+			newest[i] = p.ZRevRange(ctx, b.keys(job).slots, 0, int64(limit-1))
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("list runs: read the slots: %w", err)
+	}
+	var keys []runKey
+	for i, cmd := range newest {
+		for _, s := range cmd.Val() {
+			slot, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("list runs: %s holds %q, not a slot", b.keys(jobs[i]).slots, s)
+			}
+			keys = append(keys, runKey{jobs[i], slot})
+		}
+	}
+	slices.SortFunc(keys, func(a, b runKey) int {
+		return cmp.Or(cmp.Compare(b.slot, a.slot), cmp.Compare(a.job, b.job))
+	})
+	keys = keys[:min(len(keys), limit)]
+
+	states := make([]*redis.StringCmd, len(keys))
+	if _, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			states[i] = p.HGet(ctx, b.keys(k.job).state, strconv.FormatInt(k.slot, 10))
+		}
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("list runs: read the runs: %w", err)
+	}
+	out := make([]claim.Run, 0, len(keys))
+	for i, k := range keys {
+		raw, err := states[i].Result()
+		if errors.Is(err, redis.Nil) {
+			continue // pruned between the two reads
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list runs: read %s@%d: %w", k.job, k.slot, err)
+		}
+		run, err := decodeRun(k.job, k.slot, raw)
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %s@%d: %w", k.job, k.slot, err)
+		}
+		out = append(out, run)
+	}
+	return out, nil
+}
+
+// Prune deletes, for every job in the index, the runs whose slot is older
+// than store now - olderThan and that are finished or whose lease ended
+// before that cutoff; a run with a live lease is never deleted. It also
+// trims the job's history events older than the cutoff, and forgets a job
+// left with no keys. olderThan must exceed every job's maxLate: a pruned
+// slot that is not yet late would be won again.
+func (b *Backend) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan < 0 {
+		return 0, fmt.Errorf("prune: negative age %v", olderThan)
+	}
+	jobs, err := b.c.SMembers(ctx, b.jobsKey()).Result()
+	if err != nil {
+		return 0, fmt.Errorf("prune: read %s: %w", b.jobsKey(), err)
+	}
+	slices.Sort(jobs)
+	var total int64
+	for _, job := range jobs {
+		n, err := b.pruneJob(ctx, job, olderThan)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("prune %s: %w", job, err)
+		}
+	}
+	if total > 0 {
+		b.log.Debug("pruned runs", zap.Int64("runs", total), zap.Duration("older_than", olderThan))
+	}
+	return total, nil
+}
+
+// pruneJob prunes one job in batches of pruneBatch slots.
+func (b *Backend) pruneJob(ctx context.Context, job string, olderThan time.Duration) (int64, error) {
+	if checkJob(job) != nil {
+		return 0, nil // not a name this backend wrote
+	}
+	k := b.keys(job)
+	keys := []string{k.state, k.slots, k.live, k.history}
+	after := "-inf"
+	var deleted int64
+	for {
+		v, err := leasePrune.Run(ctx, b.c, keys, olderThan.Milliseconds(), after, pruneBatch).Slice()
+		if err != nil {
+			return deleted, err
+		}
+		if len(v) != 4 {
+			return deleted, fmt.Errorf("unexpected script reply %v", v)
+		}
+		last, _ := v[2].(string)
+		nums, err := int64s([]any{v[0], v[1], v[3]})
+		if err != nil {
+			return deleted, err
+		}
+		deleted += nums[0]
+		if nums[1] == pruneBatch {
+			after = "(" + last
+			continue
+		}
+		if nums[2] == 1 {
+			return deleted, b.forgetJob(ctx, job, k)
+		}
+		return deleted, nil
+	}
+}
+
+// forgetJob removes a job with no keys left from the index. A claim that
+// creates the job's state again meanwhile is not lost: its script wrote the
+// state before its SADD, so either that SADD comes after this SREM, or the
+// state is there when this checks again.
+func (b *Backend) forgetJob(ctx context.Context, job string, k jobKeys) error {
+	if err := b.c.SRem(ctx, b.jobsKey(), job).Err(); err != nil {
+		return fmt.Errorf("remove from %s: %w", b.jobsKey(), err)
+	}
+	n, err := b.c.Exists(ctx, k.state).Result()
+	if err != nil {
+		return fmt.Errorf("check %s: %w", k.state, err)
+	}
+	if n > 0 {
+		if err := b.c.SAdd(ctx, b.jobsKey(), job).Err(); err != nil {
+			return fmt.Errorf("restore in %s: %w", b.jobsKey(), err)
+		}
+	}
+	return nil
+}
+
+func fromMs(v int64) time.Time { return time.UnixMilli(v).UTC() }

@@ -1,0 +1,87 @@
+-- anarchon redis lease: the claim (SPEC §3.1), the same decision table as
+-- claim.Decide, decided atomically: nothing else runs while a script runs.
+--
+-- KEYS[1] {ns:job}:state    hash   slot -> run (JSON)
+-- KEYS[2] {ns:job}:slots    zset   slot (score) -> slot: the job's runs by slot
+-- KEYS[3] {ns:job}:live     hash   slot -> lease_until, for every running run
+-- KEYS[4] {ns:job}:history  stream claimed/takeover/interrupted/... events
+-- ARGV: slot, token, instance, max_late_ms, lease_ms, max_attempts,
+--       overlap ("skip" | "allow"), history_maxlen
+-- Reply: {outcome, attempt, now_ms, lease_until_ms, event}: outcome is won,
+-- running, done, late or overlap, with 0 where claim.Decide leaves a field
+-- zero; event is the history event written (claimed, takeover,
+-- interrupted), or '' when the decision wrote nothing.
+local state, slots, live, history = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local slot, token, instance = ARGV[1], ARGV[2], ARGV[3]
+local slot_ms = tonumber(slot)
+local max_late, lease = tonumber(ARGV[4]), tonumber(ARGV[5])
+local max_attempts = tonumber(ARGV[6])
+local skip = ARGV[7] == 'skip'
+local maxlen = ARGV[8]
+
+-- Store time, read here, after every earlier claim of the job has run.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Is another run of the job running with lease_until >= now?
+local function other_live()
+  local l = redis.call('HGETALL', live)
+  for i = 1, #l, 2 do
+    if l[i] ~= slot and tonumber(l[i + 1]) >= now then
+      return true
+    end
+  end
+  return false
+end
+
+local function event(ev, attempt, tok, inst)
+  redis.call('XADD', history, 'MAXLEN', '~', maxlen, '*',
+    'event', ev, 'slot', slot, 'attempt', attempt, 'token', tok, 'instance', inst)
+end
+
+-- won(attempt): a fresh attempt held by the caller. The run's state is
+-- written last, so that an error on the way leaves no half-made claim.
+local function grant(attempt, ev)
+  local until_ms = now + lease
+  event(ev, attempt, token, instance)
+  redis.call('ZADD', slots, slot, slot)
+  redis.call('HSET', live, slot, until_ms)
+  redis.call('HSET', state, slot, cjson.encode({
+    status = 'running', attempt = attempt, instance = instance, token = token,
+    started_at = now, lease_until = until_ms,
+  }))
+  return {'won', attempt, now, until_ms, ev}
+end
+
+local raw = redis.call('HGET', state, slot)
+if not raw then
+  if now - slot_ms > max_late then
+    return {'late', 0, now, 0, ''}
+  end
+  if skip and other_live() then
+    return {'overlap', 0, now, 0, ''}
+  end
+  return grant(1, 'claimed')
+end
+
+local ok, run = pcall(cjson.decode, raw)
+if not ok or type(run) ~= 'table' then
+  return redis.error_reply('ERR anarchon: unreadable state of slot ' .. slot .. ' in ' .. state)
+end
+if run.status == 'running' and run.token == token then
+  return {'won', run.attempt, now, run.lease_until, ''} -- my own claim, re-sent
+end
+if run.status ~= 'running' then
+  return {'done', 0, now, 0, ''}
+end
+if run.lease_until >= now then
+  return {'running', run.attempt, now, run.lease_until, ''}
+end
+if run.attempt >= max_attempts or (skip and other_live()) then
+  event('interrupted', run.attempt, run.token, run.instance)
+  redis.call('HDEL', live, slot)
+  run.status, run.finished_at = 'interrupted', now
+  redis.call('HSET', state, slot, cjson.encode(run))
+  return {'done', run.attempt, now, 0, 'interrupted'}
+end
+return grant(run.attempt + 1, 'takeover')

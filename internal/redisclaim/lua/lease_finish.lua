@@ -1,0 +1,39 @@
+-- anarchon redis lease: record a run's result (SPEC §4), only where the run
+-- is running under the caller's token. finished_at is store time.
+--
+-- KEYS[1] {ns:job}:state, KEYS[2] {ns:job}:live, KEYS[3] {ns:job}:history
+-- ARGV: slot, token, status, exit_code ('' for none), output_tail, history_maxlen
+-- Reply: {'ok'}; {'ok', 'resent'} when the run already holds exactly this
+-- result from this token (a Finish re-sent after its answer was lost);
+-- {'fenced'} otherwise.
+local state, live, history = KEYS[1], KEYS[2], KEYS[3]
+local slot, token, status, tail = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
+local exit_code = nil
+if ARGV[4] ~= '' then
+  exit_code = tonumber(ARGV[4])
+end
+
+local raw = redis.call('HGET', state, slot)
+if not raw then
+  return {'fenced'}
+end
+local ok, run = pcall(cjson.decode, raw)
+if not ok or type(run) ~= 'table' then
+  return redis.error_reply('ERR anarchon: unreadable state of slot ' .. slot .. ' in ' .. state)
+end
+if run.token == token and run.status == status and run.status ~= 'running'
+    and run.exit_code == exit_code and (run.output_tail or '') == tail then
+  return {'ok', 'resent'}
+end
+if run.status ~= 'running' or run.token ~= token then
+  return {'fenced'}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('XADD', history, 'MAXLEN', '~', ARGV[6], '*',
+  'event', 'finished', 'slot', slot, 'attempt', run.attempt, 'token', token,
+  'instance', run.instance, 'status', status)
+redis.call('HDEL', live, slot)
+run.status, run.finished_at, run.exit_code, run.output_tail = status, now, exit_code, tail
+redis.call('HSET', state, slot, cjson.encode(run))
+return {'ok'}

@@ -1,0 +1,10 @@
+-- anarchon redis lease: the cheap read of a run (SPEC §3.1), run with
+-- EVALSHA_RO: it writes nothing. Store time comes from the node that holds
+-- the run, in the same reading.
+--
+-- KEYS[1] {ns:job}:state
+-- ARGV: slot
+-- Reply: {now_ms, run JSON or nil}.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return {now, redis.call('HGET', KEYS[1], ARGV[1])}

@@ -1,0 +1,209 @@
+// Package redisclaim holds anarchon's Redis backends (SPEC §2, §3): one
+// backend type "redis" whose strategy (backend.redis.strategy) picks how the
+// claim is decided.
+//
+//   - lease (lease.go): the lease decision table of SPEC §3.1 as one Lua
+//     script per operation; a claim.Leaser and claim.Pruner.
+//   - stream-id, idmp, script, auto (SPEC §3.2): claim-only strategies, not
+//     built yet; the factory refuses them with a clear error.
+//
+// # Connecting
+//
+// Every strategy talks to Redis through a go-redis redis.UniversalClient,
+// made from backend.redis.url. The URL names one of three topologies:
+//
+//	single server  redis://[user[:password]@]host[:port][/db][?option=value...]
+//	               rediss://... (TLS), unix:///path/to/redis.sock[?db=N]
+//	Cluster        redis://[user[:password]@]seed1:6379,redis://seed2:6379,...
+//	               or redis://...@seed1:6379?addr=seed2:6379&addr=seed3:6379
+//	               or one seed with ?cluster=true (a configuration endpoint)
+//	Sentinel       redis://[user[:password]@]sentinel1:26379,redis://sentinel2:26379/db?master_name=mymaster
+//	               (or ?addr=sentinel2:26379 for the other sentinels)
+//
+// The rules, in order: master_name set -> Sentinel; cluster=true, or more
+// than one address (a comma-separated list of URLs or addr= options) ->
+// Cluster; otherwise one server. In a list, every URL has the same scheme;
+// user info, database and options may be written on any one of them (or
+// repeated identically). Options are go-redis's (dial_timeout, read_timeout,
+// pool_size, max_retries, protocol, client_name, skip_verify for rediss, ...:
+// see redis.ParseURL, ParseClusterURL and ParseFailoverURL); an unknown one
+// is an error.
+//
+// Credentials: the URL's user info is the ACL user and password of the Redis
+// servers that hold the data (the master and replicas, or the cluster
+// nodes), in every topology. backend.redis.passwordFile, if set, overrides
+// the password. Sentinels are reached without AUTH unless the URL sets
+// sentinel_username=NAME and/or sentinel_password_file=PATH. A password
+// never goes in a query option (password=... is refused): the password
+// never appears in a log line or an error (config.Redact, and every error of
+// New is scrubbed of it).
+//
+// Cluster holds only database 0: a cluster URL with another database is an
+// error. A Sentinel URL with replica_only is refused (claims write to the
+// master); route_by_latency and route_randomly send reads to replicas
+// (go-redis's failover cluster client), which the cheap read tolerates.
+// Over TLS, each server's certificate is checked against the name the
+// client dialled (the name in the URL, or the one Cluster or Sentinel
+// announce).
+//
+// # Redis Cluster
+//
+// Every key of one job carries the hash tag {<namespace>:<job>}, so that all
+// of them live in one cluster slot and one script may touch them all. The
+// only key outside a job's slot is the index of jobs, <namespace>:jobs, which
+// no script touches.
+package redisclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/config"
+)
+
+// Defaults of Options.
+const (
+	DefaultNamespace     = "cron"
+	DefaultHistoryMaxLen = 10000
+)
+
+// Strategies of backend.redis.strategy.
+const (
+	StrategyLease    = "lease"
+	StrategyStreamID = "stream-id"
+	StrategyIDMP     = "idmp"
+	StrategyScript   = "script"
+	StrategyAuto     = "auto"
+)
+
+func init() {
+	claim.Register("redis", open)
+}
+
+// open is the "redis" factory: it dispatches on backend.redis.strategy.
+func open(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
+	c := p.Config.Backend.Redis
+	o := Options{URL: c.URL, PasswordFile: c.PasswordFile, Namespace: p.Config.Namespace, Log: p.Log}
+	switch c.Strategy {
+	case StrategyLease, "":
+		return New(ctx, o)
+	default:
+		return nil, fmt.Errorf("redis strategy %q is not available yet", c.Strategy)
+	}
+}
+
+// Options configures a Redis backend.
+type Options struct {
+	// Client, if set, is used instead of dialling URL (tests, embedding).
+	// The backend does not close a client it was given.
+	Client redis.UniversalClient
+	// URL is backend.redis.url; see ParseURL. Ignored when Client is set.
+	URL string
+	// PasswordFile, if set, names a file whose content (one trailing
+	// newline removed) is the password; it overrides the URL's password.
+	PasswordFile string
+	// Namespace prefixes every key (default "cron"). It must not contain
+	// "{" or "}", which would break the keys' cluster hash tags.
+	Namespace string
+	// HistoryMaxLen caps each job's history stream (XADD MAXLEN ~; default
+	// 10000 events).
+	HistoryMaxLen int64
+	// Log receives connection and takeover messages; nil discards them.
+	Log *zap.Logger
+}
+
+// withDefaults checks o and fills in its defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if strings.ContainsAny(o.Namespace, "{}") {
+		return o, fmt.Errorf("namespace %q: must not contain { or }", o.Namespace)
+	}
+	if o.HistoryMaxLen < 0 {
+		return o, fmt.Errorf("negative history length %d", o.HistoryMaxLen)
+	}
+	if o.HistoryMaxLen == 0 {
+		o.HistoryMaxLen = DefaultHistoryMaxLen
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.Client == nil && o.URL == "" {
+		return o, errors.New("backend.redis.url is empty")
+	}
+	return o, nil
+}
+
+// connect returns the client of o (o.Client, or a new one from o.URL) and
+// checks that Redis answers. owned says whether the backend must close it.
+// Its errors name the URL with the password hidden and never contain a
+// password.
+func connect(ctx context.Context, o Options) (c redis.UniversalClient, owned bool, err error) {
+	where := "redis"
+	if o.URL != "" && o.Client == nil {
+		where = "redis " + config.Redact(o.URL)
+	}
+	c = o.Client
+	var secrets []string
+	if c == nil {
+		cc, err := parseURL(o.URL, o.PasswordFile)
+		if err != nil {
+			return nil, false, fmt.Errorf("connect to %s: %w", where, err)
+		}
+		secrets = cc.secrets
+		c = cc.newClient()
+		owned = true
+		o.Log.Info("connecting to redis", zap.String("url", config.Redact(o.URL)),
+			zap.String("topology", string(cc.Topology)))
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		if owned {
+			c.Close()
+		}
+		return nil, false, fmt.Errorf("connect to %s: %w", where, scrub(err, secrets...))
+	}
+	return c, owned, nil
+}
+
+// scrubbedError is an error whose message had secrets removed. It does not
+// unwrap: the original's message may hold the password.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+
+// Is lets errors.Is see through to the original (context.Canceled, ...)
+// without handing the original, and its message, to anyone.
+func (e *scrubbedError) Is(target error) bool { return errors.Is(e.err, target) }
+
+// scrub returns err with every secret (as written, and percent-encoded as a
+// URL would carry it) and every URL password in its message replaced by
+// "xxxxx".
+func scrub(err error, secrets ...string) error {
+	if err == nil {
+		return nil
+	}
+	msg := config.Redact(err.Error())
+	for _, s := range secrets {
+		if s == "" {
+			continue
+		}
+		for _, form := range []string{s, userinfoEscape(s), url.QueryEscape(s)} {
+			msg = strings.ReplaceAll(msg, form, "xxxxx")
+		}
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return &scrubbedError{msg: msg, err: err}
+}
