@@ -289,23 +289,29 @@ func TestPasswordNeverShown(t *testing.T) {
 	for _, tc := range []struct {
 		name, dsn, file string
 		secrets         []string
+		server          bool // the DSN names the test server (the server answers with an error)
 	}{
-		{"url", "postgres://postgres:urlS3cret-Zq@127.0.0.1:" + closed + "/test?sslmode=disable", "", []string{"urlS3cret-Zq"}},
+		{"url", "postgres://postgres:urlS3cret-Zq@127.0.0.1:" + closed + "/test?sslmode=disable", "", []string{"urlS3cret-Zq"}, false},
 		{"url special", "postgres://" + url.UserPassword("postgres", special).String() + "@127.0.0.1:" + closed + "/test?sslmode=disable", "",
-			[]string{special, url.UserPassword("postgres", special).String(), url.PathEscape(special), url.QueryEscape(special)}},
+			[]string{special, url.UserPassword("postgres", special).String(), url.PathEscape(special), url.QueryEscape(special)}, false},
 		{"url special badly escaped", "postgres://postgres:" + url.PathEscape(special) + "@127.0.0.1:" + closed + "/test?sslmode=disable", "",
-			[]string{special, url.PathEscape(special), url.QueryEscape(special)}},
-		{"url query", "postgres://postgres@127.0.0.1:" + closed + "/test?sslmode=disable&password=qS3cret-Zq", "", []string{"qS3cret-Zq"}},
-		{"key=value", "host=127.0.0.1 port=" + closed + " user=postgres password=kvS3cret-Zq dbname=test sslmode=disable", "", []string{"kvS3cret-Zq"}},
-		{"key=value quoted", "host=127.0.0.1 port=" + closed + " user=postgres password='kv S3cret Zq' dbname=test sslmode=disable", "", []string{"kv S3cret Zq"}},
-		{"password file", "postgres://postgres@127.0.0.1:" + closed + "/test?sslmode=disable", pwFile, []string{fileSecret}},
+			[]string{special, url.PathEscape(special), url.QueryEscape(special)}, false},
+		{"url query", "postgres://postgres@127.0.0.1:" + closed + "/test?sslmode=disable&password=qS3cret-Zq", "", []string{"qS3cret-Zq"}, false},
+		{"key=value", "host=127.0.0.1 port=" + closed + " user=postgres password=kvS3cret-Zq dbname=test sslmode=disable", "", []string{"kvS3cret-Zq"}, false},
+		{"key=value quoted", "host=127.0.0.1 port=" + closed + " user=postgres password='kv S3cret Zq' dbname=test sslmode=disable", "", []string{"kv S3cret Zq"}, false},
+		{"password file", "postgres://postgres@127.0.0.1:" + closed + "/test?sslmode=disable", pwFile, []string{fileSecret}, false},
 		{"password file over dsn", "postgres://postgres:dsnS3cret-Zq@127.0.0.1:" + closed + "/test?sslmode=disable", pwFile,
-			[]string{fileSecret, "dsnS3cret-Zq"}},
-		{"unparsable url", "postgres://postgres:badS3cret-Zq@127.0.0.1:notaport/test", "", []string{"badS3cret-Zq"}},
-		{"unparsable key=value", "host=127.0.0.1 password=badKv-S3cret-Zq port=notaport", "", []string{"badKv-S3cret-Zq"}},
-		{"bad sslmode", "postgres://postgres:sslS3cret-Zq@127.0.0.1:" + closed + "/test?sslmode=bogus", "", []string{"sslS3cret-Zq"}},
+			[]string{fileSecret, "dsnS3cret-Zq"}, false},
+		{"unparsable url", "postgres://postgres:badS3cret-Zq@127.0.0.1:notaport/test", "", []string{"badS3cret-Zq"}, false},
+		{"unparsable key=value", "host=127.0.0.1 password=badKv-S3cret-Zq port=notaport", "", []string{"badKv-S3cret-Zq"}, false},
+		{"unknown role", serverDSN(t, "nobody_zq", "roleS3cret-Zq", "test"), "", []string{"roleS3cret-Zq"}, true},
+		{"unknown database", serverDSN(t, "", "dbS3cret-Zq", "nonexistent_zq"), pwFile, []string{"dbS3cret-Zq", fileSecret}, true},
+		{"bad sslmode", "postgres://postgres:sslS3cret-Zq@127.0.0.1:" + closed + "/test?sslmode=bogus", "", []string{"sslS3cret-Zq"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.server {
+				requireServer(t)
+			}
 			core, logs := observer.New(zap.DebugLevel)
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
@@ -325,12 +331,27 @@ func TestPasswordNeverShown(t *testing.T) {
 					}
 				}
 			}
-			if !strings.Contains(msg, "127.0.0.1") {
+			if !strings.Contains(msg, "127.0.0.1") && !tc.server {
 				t.Errorf("the error should still say where it tried to connect: %s", msg)
 			}
 			t.Logf("error: %s", msg)
 		})
 	}
+}
+
+// serverDSN is the test server's DSN with user (unless empty), password and
+// database replaced.
+func serverDSN(t *testing.T, user, password, database string) string {
+	u, err := url.Parse(testDSN())
+	if err != nil {
+		t.Skipf("%s is not a URL: %v", dsnEnv, err)
+	}
+	if user == "" {
+		user = u.User.Username()
+	}
+	u.User = url.UserPassword(user, password)
+	u.Path = "/" + database
+	return u.String()
 }
 
 // closedPort returns a local TCP port that refuses connections.
