@@ -14,11 +14,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/anarchon/anarchon/internal/faultproxy"
 )
 
 var binDir string
@@ -42,15 +45,39 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// TestScripts runs testdata/all on every store, and testdata/network
+// (outages cut between the daemons and the store) on the stores reached
+// over the network.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir: "testdata",
+	for _, st := range stores() {
+		t.Run(st.name, func(t *testing.T) {
+			if st.server != nil {
+				st.server.Require(t, hostPort(st.url))
+			}
+			dirs := []string{"testdata/all"}
+			if st.server != nil {
+				dirs = append(dirs, "testdata/network")
+			}
+			for _, dir := range dirs {
+				testscript.Run(t, params(st, dir))
+			}
+		})
+	}
+}
+
+func params(st store, dir string) testscript.Params {
+	return testscript.Params{
+		Dir: dir,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
 			// SOON is a daily cron expression two seconds from now (UTC):
 			// a job that fires once while the script runs.
 			soon := time.Now().UTC().Add(2 * time.Second)
 			env.Setenv("SOON", fmt.Sprintf("%d %d %d * * *", soon.Second(), soon.Minute(), soon.Hour()))
+			env.Values[storeKey{}] = st
+			if err := st.setup(env, randomID()); err != nil {
+				return err
+			}
 			// anarchond refuses a crontab writable by group or others; the
 			// archive's files are written 0666 minus the umask.
 			return filepath.WalkDir(env.WorkDir, func(p string, d os.DirEntry, err error) error {
@@ -68,8 +95,69 @@ func TestScripts(t *testing.T) {
 			"runner-signal": cmdRunnerSignal,
 			"subst":         cmdSubst,
 			"chmod":         cmdChmod,
+			"proxy":         cmdProxy,
+			"linecount":     cmdLineCount,
 		},
-	})
+	}
+}
+
+type storeKey struct{}
+
+var (
+	proxiesMu sync.Mutex
+	proxies   = map[*testscript.TestScript]*faultproxy.Proxy{}
+)
+
+// proxy start | cut | blackhole | pass | latency D | direct: put a fault
+// proxy between the daemons started next and the store, and drive it.
+// start points the store's ANARCHON_* address override at the proxy;
+// direct points it at the store again (for daemons that stay connected).
+func cmdProxy(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: proxy start|cut|blackhole|pass|latency D|direct")
+	}
+	st := ts.Value(storeKey{}).(store)
+	proxiesMu.Lock()
+	p := proxies[ts]
+	proxiesMu.Unlock()
+	if args[0] != "start" && args[0] != "direct" && p == nil {
+		ts.Fatalf("proxy %s: no proxy started", args[0])
+	}
+	switch args[0] {
+	case "start":
+		var err error
+		p, err = faultproxy.Start("127.0.0.1:0", hostPort(st.url))
+		ts.Check(err)
+		proxiesMu.Lock()
+		proxies[ts] = p
+		proxiesMu.Unlock()
+		ts.Defer(func() {
+			p.Close()
+			proxiesMu.Lock()
+			delete(proxies, ts)
+			proxiesMu.Unlock()
+		})
+		ts.Setenv(st.urlEnv, withHost(st.url, p.Addr()))
+	case "direct":
+		ts.Setenv(st.urlEnv, st.url)
+	case "cut":
+		p.SetMode(faultproxy.Cut)
+	case "blackhole":
+		p.SetMode(faultproxy.Blackhole)
+	case "pass":
+		p.SetMode(faultproxy.Pass)
+		p.SetLatency(0)
+	case "latency":
+		if len(args) != 2 {
+			ts.Fatalf("usage: proxy latency D")
+		}
+		d, err := time.ParseDuration(args[1])
+		ts.Check(err)
+		p.SetLatency(d)
+	default:
+		ts.Fatalf("proxy %s: unknown action", args[0])
+	}
+	ts.Logf("proxy %s", strings.Join(args, " "))
 }
 
 // timeoutFlag reads an optional leading "-t duration" (default def).
@@ -143,6 +231,29 @@ func daemonLogs(ts *testscript.TestScript) string {
 		fmt.Fprintf(&b, "\n--- last lines of %s ---\n%s", filepath.Base(p), strings.Join(lines[max(0, len(lines)-40):], "\n"))
 	}
 	return b.String()
+}
+
+// linecount min max file regexp: file (stdout and stderr name the last
+// command's) has between min and max lines matching regexp.
+func cmdLineCount(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 4 {
+		ts.Fatalf("usage: linecount min max file regexp")
+	}
+	lo, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	hi, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	re := regexp.MustCompile(args[3])
+	n := 0
+	for line := range strings.Lines(ts.ReadFile(args[2])) {
+		if re.MatchString(line) {
+			n++
+		}
+	}
+	if n < lo || n > hi {
+		ts.Fatalf("%s: %d lines match %q, want %d to %d", args[2], n, args[3], lo, hi)
+	}
+	ts.Logf("%s: %d lines match %q", args[2], n, args[3])
 }
 
 // slotLines parses "slot_ms instance attempt" lines.
