@@ -393,9 +393,10 @@ func (b *Backend) claimLocked(ctx context.Context, req claim.Request) (claim.Res
 		leaseUntil *int64
 	)
 	// Durations in ms, truncated: for an integer age x, x > maxLate holds
-	// exactly when x > floor(maxLate in ms).
+	// exactly when x > floor(maxLate in ms). maxAttempts <= 0 behaves as 0
+	// in claim.Decide (no takeover ever), so it is clamped into int4.
 	err := b.pool.QueryRow(ctx, b.sql.claim, req.Job, req.Slot, string(req.Token), req.Instance,
-		req.MaxLate.Milliseconds(), req.Lease.Milliseconds(), int32(min(req.MaxAttempts, 1<<31-1)),
+		req.MaxLate.Milliseconds(), req.Lease.Milliseconds(), int32(max(0, min(req.MaxAttempts, 1<<31-1))),
 		req.Overlap == claim.OverlapSkip).Scan(&outcome, &attempt, &storeNow, &leaseUntil)
 	if err != nil {
 		return claim.Result{}, err
