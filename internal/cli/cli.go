@@ -19,6 +19,7 @@ import (
 	"github.com/anarchon/anarchon/internal/runner"
 
 	// The backends register themselves with the claim registry.
+	_ "github.com/anarchon/anarchon/internal/natsclaim"
 	_ "github.com/anarchon/anarchon/internal/pgclaim"
 	_ "github.com/anarchon/anarchon/internal/sqliteclaim"
 )

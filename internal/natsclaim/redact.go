@@ -1,0 +1,117 @@
+package natsclaim
+
+import (
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/anarchon/anarchon/internal/config"
+)
+
+// redact hides the credentials of a NATS URL (or a comma-separated list
+// of them, or a message quoting them): passwords as config.Redact does, and
+// also a token written as the user part alone (nats://TOKEN@host), which
+// NATS treats as a secret but config.Redact leaves in place.
+func redact(s string) string {
+	return config.Redact(redactTokens(s))
+}
+
+// redactTokens replaces the userinfo of every "scheme://userinfo@" that
+// has no ":" (a token) with "xxxxx". The userinfo ends as config.Redact
+// ends it: at the last "@" before white space, a quote, "?", "#", "/",
+// "," or the next "://".
+func redactTokens(s string) string {
+	var b strings.Builder
+	rest := s
+	for {
+		i := strings.Index(rest, "://")
+		if i < 0 {
+			b.WriteString(rest)
+			return b.String()
+		}
+		start := i + len("://")
+		b.WriteString(rest[:start])
+		rest = rest[start:]
+		end := strings.IndexAny(rest, " \t\r\n\"'`?#/,")
+		if end < 0 {
+			end = len(rest)
+		}
+		if j := strings.Index(rest[:end], "://"); j >= 0 {
+			end = j
+		}
+		at := strings.LastIndexByte(rest[:end], '@')
+		if at <= 0 || strings.IndexByte(rest[:at], ':') >= 0 {
+			continue
+		}
+		b.WriteString("xxxxx")
+		rest = rest[at:]
+	}
+}
+
+// urlSecrets returns the user names that stand alone before "@" in the
+// URLs of s (NATS tokens), and every URL password, as written and decoded.
+func urlSecrets(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		u, err := url.Parse(part)
+		if err != nil || u.User == nil {
+			// Unparsable: fall back to the text between "://" and "@".
+			if i := strings.Index(part, "://"); i >= 0 {
+				rest := part[i+3:]
+				if at := strings.LastIndexByte(rest, '@'); at > 0 {
+					info := rest[:at]
+					if c := strings.IndexByte(info, ':'); c >= 0 {
+						info = info[c+1:]
+					}
+					if info != "" && info != "xxxxx" {
+						out = append(out, info)
+					}
+				}
+			}
+			continue
+		}
+		if pw, ok := u.User.Password(); ok {
+			if pw != "" && pw != "xxxxx" {
+				out = append(out, pw, url.QueryEscape(pw), url.PathEscape(pw))
+			}
+			continue
+		}
+		if name := u.User.Username(); name != "" {
+			out = append(out, u.User.String(), name)
+		}
+	}
+	// Longest first, so that a secret's escaped form is replaced whole.
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// scrubbedError is an error whose message had the URL's secrets removed.
+// It does not unwrap (the original's message may hold them); errors.Is
+// still sees through it.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+
+func (e *scrubbedError) Is(target error) bool { return errors.Is(e.err, target) }
+
+// scrub returns err with the secrets of rawURL and every URL password in
+// its message hidden.
+func scrub(err error, rawURL string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, sec := range urlSecrets(rawURL) {
+		msg = strings.ReplaceAll(msg, sec, "xxxxx")
+	}
+	msg = redact(msg)
+	if msg == err.Error() {
+		return err
+	}
+	return &scrubbedError{msg: msg, err: err}
+}

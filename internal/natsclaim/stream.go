@@ -1,0 +1,152 @@
+package natsclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// streamConfig is the stream the backend creates when it is missing.
+func streamConfig(o Options) jetstream.StreamConfig {
+	maxAge := o.MaxAge
+	if maxAge == 0 {
+		maxAge = max(DefaultMaxAge, o.DuplicateWindow)
+	}
+	return jetstream.StreamConfig{
+		Name:              o.Stream,
+		Description:       "anarchon claims and results (namespace " + o.Namespace + ")",
+		Subjects:          []string{o.Namespace + ".>"},
+		Retention:         jetstream.LimitsPolicy,
+		MaxConsumers:      -1,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		MaxMsgsPerSubject: -1,
+		Discard:           jetstream.DiscardOld,
+		MaxAge:            maxAge,
+		Storage:           jetstream.FileStorage,
+		Replicas:          1,
+		Duplicates:        o.DuplicateWindow,
+	}
+}
+
+// ensureStream creates the stream when it is missing and checks it
+// otherwise; it never changes an existing stream.
+func (b *Backend) ensureStream(ctx context.Context, o Options) error {
+	s, err := b.js.Stream(ctx, o.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		cfg := streamConfig(o)
+		s, err = b.js.CreateStream(ctx, cfg)
+		switch {
+		case err == nil:
+			b.log.Info("nats stream created", zap.String("stream", o.Stream),
+				zap.Strings("subjects", cfg.Subjects), zap.Duration("duplicate_window", cfg.Duplicates),
+				zap.Duration("max_age", cfg.MaxAge))
+		case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
+			// Another instance created it first, with other settings:
+			// check what it made.
+			s, err = b.js.Stream(ctx, o.Stream)
+			if err != nil {
+				return fmt.Errorf("read stream %s: %w", o.Stream, err)
+			}
+		default:
+			return fmt.Errorf("create stream %s: %w", o.Stream, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("read stream %s: %w", o.Stream, err)
+	}
+	cfg := s.CachedInfo().Config
+	if err := checkStream(cfg, o); err != nil {
+		return err
+	}
+	b.warnLimits(cfg)
+	b.stream = s
+	b.dupWindow = cfg.Duplicates
+	b.allowDirect = cfg.AllowDirect
+	return nil
+}
+
+// checkStream refuses an existing stream the backend cannot rely on.
+func checkStream(cfg jetstream.StreamConfig, o Options) error {
+	name := cfg.Name
+	needs := []string{o.Namespace + ".*.claims", o.Namespace + ".*.results"}
+	for _, need := range needs {
+		if !coveredBy(need, cfg.Subjects) {
+			return fmt.Errorf("stream %s has subjects %v, which do not cover %s.>: add %s.> to its subjects or use another backend.nats.stream",
+				name, cfg.Subjects, o.Namespace, o.Namespace)
+		}
+	}
+	switch {
+	case cfg.Duplicates < o.DuplicateWindow:
+		return fmt.Errorf("stream %s has a duplicate window of %v, below backend.nats.duplicateWindowMs %v: update the stream or lower the setting",
+			name, cfg.Duplicates, o.DuplicateWindow)
+	case cfg.MaxAge != 0 && cfg.MaxAge < o.DuplicateWindow:
+		return fmt.Errorf("stream %s has a max age of %v, below backend.nats.duplicateWindowMs %v: update the stream or lower the setting",
+			name, cfg.MaxAge, o.DuplicateWindow)
+	case o.MaxAge != 0 && cfg.MaxAge != 0 && cfg.MaxAge < o.MaxAge:
+		return fmt.Errorf("stream %s has a max age of %v, below the configured %v: update the stream or lower the setting",
+			name, cfg.MaxAge, o.MaxAge)
+	case cfg.NoAck:
+		return fmt.Errorf("stream %s does not acknowledge publishes (no_ack): a claim needs the ack", name)
+	case cfg.Mirror != nil:
+		return fmt.Errorf("stream %s is a mirror of %s and takes no publishes", name, cfg.Mirror.Name)
+	case cfg.Sealed:
+		return fmt.Errorf("stream %s is sealed and takes no publishes", name)
+	}
+	return nil
+}
+
+// warnLimits logs settings of an existing stream that work but weaken the
+// backend.
+func (b *Backend) warnLimits(cfg jetstream.StreamConfig) {
+	log := b.log.With(zap.String("stream", cfg.Name))
+	if cfg.Storage == jetstream.MemoryStorage {
+		log.Warn("the nats stream keeps messages in memory: a server restart forgets every claim, and slots within maxLate may be won again")
+	}
+	if cfg.MaxMsgs > 0 || cfg.MaxBytes > 0 || cfg.MaxMsgsPerSubject > 0 {
+		log.Warn("the nats stream has message or byte limits: claims and results may go before their max age, and status shows less",
+			zap.Int64("max_msgs", cfg.MaxMsgs), zap.Int64("max_bytes", cfg.MaxBytes),
+			zap.Int64("max_msgs_per_subject", cfg.MaxMsgsPerSubject))
+	}
+	if cfg.MaxAge == 0 {
+		log.Info("the nats stream keeps messages forever (no max age)")
+	}
+	log.Debug("nats stream checked", zap.Duration("duplicate_window", cfg.Duplicates),
+		zap.Duration("max_age", cfg.MaxAge), zap.Int("replicas", cfg.Replicas), zap.Bool("allow_direct", cfg.AllowDirect))
+}
+
+// coveredBy reports whether every subject matching the pattern need
+// matches one of the patterns in have.
+func coveredBy(need string, have []string) bool {
+	for _, h := range have {
+		if covers(h, need) {
+			return true
+		}
+	}
+	return false
+}
+
+// covers reports whether every subject matching pattern q matches pattern
+// p ("*" one token, ">" one or more tokens at the end).
+func covers(p, q string) bool {
+	pt, qt := strings.Split(p, "."), strings.Split(q, ".")
+	for i, t := range pt {
+		if t == ">" {
+			return i < len(qt)
+		}
+		if i >= len(qt) {
+			return false
+		}
+		switch {
+		case qt[i] == ">":
+			return false
+		case t == "*":
+		case t != qt[i] || qt[i] == "*":
+			return false
+		}
+	}
+	return len(pt) == len(qt)
+}
