@@ -38,13 +38,22 @@ import (
 //	                              HistoryMaxLen
 //
 // and one key outside them, the set <ns>:jobs of job names (for status and
-// Prune over every job; written after a won claim, never by a script).
+// Prune over every job; added to with every claim, in the claim's pipeline,
+// and never touched by a script).
+//
+// The live hash stands for SPEC §3.1's "field naming the job's latest won
+// slot": that field alone would miss an older run still holding a live lease
+// (a takeover of an older slot, a long run overtaken by a newer claim),
+// which sqlite's overlap query sees. The scripts keep it exact: a won claim
+// or a renewal sets the slot's lease_until, a release sets it to now - 1ms,
+// a finish or an interruption removes it, Prune removes pruned slots.
 //
 // Store time is Redis TIME, read inside each script on the node that holds
 // the job; no instance's clock enters a decision.
 
-// Lua scripts of the lease strategy. redis.NewScript's Run sends EVALSHA
-// and falls back to EVAL on NOSCRIPT (after a restart or SCRIPT FLUSH).
+// Lua scripts of the lease strategy. redis.NewScript's Run (and RunRO) sends
+// EVALSHA and falls back to EVAL on NOSCRIPT (after a restart or SCRIPT
+// FLUSH); Claim does the same around its pipeline.
 var (
 	//go:embed lua/lease_claim.lua
 	leaseClaimLua string
@@ -108,7 +117,16 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{c: c, owned: owned, ns: o.Namespace, maxLen: o.HistoryMaxLen, log: o.Log}, nil
+	b := &Backend{c: c, owned: owned, ns: o.Namespace, maxLen: o.HistoryMaxLen, log: o.Log}
+	// EVALSHA_RO (the cheap read) needs Redis 7.0; XTRIM MINID 6.2.
+	switch v, major, _, ok := serverVersion(ctx, c); {
+	case !ok:
+		o.Log.Warn("cannot read the redis server version (INFO server); the lease strategy needs Redis 7.0 or later")
+	case major < 7:
+		b.Close()
+		return nil, fmt.Errorf("redis lease strategy: needs Redis 7.0 or later (EVALSHA_RO), the server is %s", v)
+	}
+	return b, nil
 }
 
 // Namespace is the prefix of the backend's keys.
@@ -170,29 +188,42 @@ func checkRequest(req claim.Request) error {
 }
 
 // Claim makes the decision of SPEC §3.1 for req in one script, with store
-// time. A won claim then adds the job to the index of jobs; if that fails
-// the claim returns the error, and the daemon's re-send (same token) is
-// answered won again and adds it.
+// time. The script and the SADD of the job to the index of jobs go in one
+// pipeline (one round trip on a single server): the index names the job
+// before any run of it exists, so no crash between the two can hide a run
+// from status and Prune. On NOSCRIPT (after a restart or SCRIPT FLUSH) the
+// claim is sent again with EVAL; EVALSHA answered NOSCRIPT without running
+// anything.
 func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
 	if err := checkRequest(req); err != nil {
 		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
 	}
 	k := b.keys(req.Job)
-	v, err := leaseClaim.Run(ctx, b.c, []string{k.state, k.slots, k.live, k.history},
-		req.Slot, string(req.Token), req.Instance, req.MaxLate.Milliseconds(), req.Lease.Milliseconds(),
-		req.MaxAttempts, string(req.Overlap), b.maxLen).Slice()
+	keys := []string{k.state, k.slots, k.live, k.history}
+	args := []any{req.Slot, string(req.Token), req.Instance, req.MaxLate.Milliseconds(), req.Lease.Milliseconds(),
+		req.MaxAttempts, string(req.Overlap), b.maxLen}
+	var index *redis.IntCmd
+	var decide *redis.Cmd
+	_, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		index = p.SAdd(ctx, b.jobsKey(), req.Job)
+		decide = leaseClaim.EvalSha(ctx, p, keys, args...)
+		return nil
+	})
+	if err := index.Err(); err != nil {
+		return claim.Result{}, fmt.Errorf("claim %s@%d: add the job to %s: %w", req.Job, req.Slot, b.jobsKey(), err)
+	}
+	if redis.HasErrorPrefix(decide.Err(), "NOSCRIPT") {
+		decide = leaseClaim.Eval(ctx, b.c, keys, args...)
+	} else if err != nil && decide.Err() == nil {
+		decide.SetErr(err)
+	}
+	v, err := decide.Slice()
 	if err != nil {
 		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
 	}
 	res, event, err := parseClaimReply(v)
 	if err != nil {
 		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
-	}
-	if res.Outcome == claim.Won {
-		if err := b.c.SAdd(ctx, b.jobsKey(), req.Job).Err(); err != nil {
-			return claim.Result{}, fmt.Errorf("claim %s@%d: won, but adding the job to %s failed: %w",
-				req.Job, req.Slot, b.jobsKey(), err)
-		}
 	}
 	if event != "" && event != string(claim.EventClaimed) {
 		b.log.Debug("claim decision", zap.String("event", event),

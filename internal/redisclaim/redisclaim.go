@@ -52,6 +52,12 @@
 // of them live in one cluster slot and one script may touch them all. The
 // only key outside a job's slot is the index of jobs, <namespace>:jobs, which
 // no script touches.
+//
+// # Server versions
+//
+// The lease strategy needs Redis 7.0 or later (EVALSHA_RO for the cheap
+// read; Valkey 7.2 and later report themselves as Redis 7.2); New refuses an
+// older server, naming its version.
 package redisclaim
 
 import (
@@ -59,7 +65,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -104,7 +112,8 @@ type Options struct {
 	// Client, if set, is used instead of dialling URL (tests, embedding).
 	// The backend does not close a client it was given.
 	Client redis.UniversalClient
-	// URL is backend.redis.url; see ParseURL. Ignored when Client is set.
+	// URL is backend.redis.url (see the package documentation). Ignored
+	// when Client is set.
 	URL string
 	// PasswordFile, if set, names a file whose content (one trailing
 	// newline removed) is the password; it overrides the URL's password.
@@ -116,6 +125,8 @@ type Options struct {
 	// 10000 events).
 	HistoryMaxLen int64
 	// Log receives connection and takeover messages; nil discards them.
+	// The first backend given a Log also routes go-redis's own (global)
+	// log messages to it.
 	Log *zap.Logger
 }
 
@@ -135,12 +146,25 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
+	} else {
+		routeLogs.Do(func() { redis.SetLogger(goRedisLog{o.Log.Named("go-redis")}) })
 	}
 	if o.Client == nil && o.URL == "" {
 		return o, errors.New("backend.redis.url is empty")
 	}
 	return o, nil
 }
+
+// goRedisLog sends go-redis's own messages (dial retries, sentinel and
+// cluster events) to zap, with any URL password hidden.
+type goRedisLog struct{ log *zap.Logger }
+
+func (l goRedisLog) Printf(_ context.Context, format string, v ...any) {
+	l.log.Warn(config.Redact(fmt.Sprintf(format, v...)))
+}
+
+// routeLogs is done once per process: go-redis has one global logger.
+var routeLogs sync.Once
 
 // connect returns the client of o (o.Client, or a new one from o.URL) and
 // checks that Redis answers. owned says whether the backend must close it.
@@ -171,6 +195,34 @@ func connect(ctx context.Context, o Options) (c redis.UniversalClient, owned boo
 		return nil, false, fmt.Errorf("connect to %s: %w", where, scrub(err, secrets...))
 	}
 	return c, owned, nil
+}
+
+// serverVersion is the version Redis reports in INFO server (redis_version,
+// which Valkey reports too), as major and minor; ok is false when it cannot
+// be read (INFO disabled, an unexpected format).
+func serverVersion(ctx context.Context, c redis.UniversalClient) (version string, major, minor int, ok bool) {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", 0, 0, false
+	}
+	for line := range strings.Lines(info) {
+		if v, found := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); found {
+			major, minor, ok = parseVersion(v)
+			return v, major, minor, ok
+		}
+	}
+	return "", 0, 0, false
+}
+
+// parseVersion reads "7.0.15" as 7, 0.
+func parseVersion(v string) (major, minor int, ok bool) {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+	return major, minor, err1 == nil && err2 == nil
 }
 
 // scrubbedError is an error whose message had secrets removed. It does not

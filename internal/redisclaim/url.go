@@ -222,7 +222,10 @@ func mergeURLs(raw string) (*url.URL, []string, error) {
 			base = u
 			continue
 		}
-		if u.Scheme != base.Scheme || u.Scheme == "unix" {
+		if u.Scheme == "unix" || base.Scheme == "unix" {
+			return nil, nil, errors.New("a unix:// URL names one server: it cannot be part of a list")
+		}
+		if u.Scheme != base.Scheme {
 			return nil, nil, errors.New("the URLs of a list must all be redis:// or all rediss://")
 		}
 		if err := mergeInto(base, u); err != nil {

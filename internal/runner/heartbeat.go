@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -54,30 +55,57 @@ type renewResult struct {
 	res   claim.Result
 	err   error
 	start time.Time
+	id    int
 }
+
+// maxInFlight bounds the renewals awaited at once (besides those given up
+// on, whose answers are still drained).
+const maxInFlight = 2
 
 // run heartbeats until ctx is done or it has sent its event. anchor is when
 // the claim was sent: the lease is counted from there.
+//
+// A renewal still unanswered at the next beat is not abandoned: a slow
+// store (a busy disk, a lock wait) answers late but answers, and the
+// renewal counts from when it was sent. A second renewal is sent beside it,
+// on whatever connection the backend picks, in case the first one's request
+// or reply was lost; with maxInFlight in flight, the oldest is cancelled.
+// The first success counts.
 func (h *heartbeat) run(ctx context.Context, anchor time.Time) {
 	renewed := anchor
 	leaseEnd := anchor.Add(h.lease)
 	guard := h.clk.NewTimer(leaseEnd.Add(-h.margin).Sub(h.clk.Now()))
 	defer guard.Stop()
-	// beat fires the next renewal; while a renewal is in flight it bounds it.
 	beat := h.clk.NewTimer(h.interval)
 	defer beat.Stop()
+	type call struct {
+		id        int
+		cancel    context.CancelFunc
+		cancelled bool // given up on; its answer is still awaited
+	}
 	var (
-		results       chan renewResult // nil: no renewal in flight
-		cancelCall    context.CancelFunc
-		downSince     time.Time // zero while the store answers
-		failures      int
-		inFlightSince time.Time // when the renewal in flight was sent
+		results   = make(chan renewResult)
+		inFlight  []*call // oldest first, until each one's answer arrives
+		nextID    int
+		downSince time.Time // zero while the store answers
+		failures  int
 	)
-	// A renewal still in flight is cancelled and awaited, so that none lands
-	// after run returns (it would take back a released lease).
+	active := func() []*call {
+		var a []*call
+		for _, c := range inFlight {
+			if !c.cancelled {
+				a = append(a, c)
+			}
+		}
+		return a
+	}
+	// Renewals still in flight are cancelled and awaited, so that none
+	// lands after run returns (it would take back a released lease).
 	defer func() {
-		if results != nil {
-			cancelCall()
+		for _, c := range inFlight {
+			c.cancel()
+		}
+		for range inFlight {
 			<-results
 		}
 	}()
@@ -102,34 +130,30 @@ func (h *heartbeat) run(ctx context.Context, anchor time.Time) {
 			if ctx.Err() != nil {
 				return
 			}
-			if results != nil {
-				// A slow store (a busy disk, a long lock wait) answers
-				// late but answers: the renewal still counts from when it
-				// was sent, so keep waiting for it. Only one silent for
-				// half the lease is abandoned and sent again (its request
-				// or reply may be lost); its goroutine ends when the
-				// backend honours the cancellation.
-				if h.clk.Now().Sub(inFlightSince) < h.lease/2 {
-					beat.Reset(h.interval)
-					continue
+			if a := active(); len(a) > 0 {
+				failed(errors.New("lease renewal got no answer within a heartbeat"))
+				if len(a) == maxInFlight {
+					a[0].cancel()
+					a[0].cancelled = true
 				}
-				cancelCall()
-				failed(errors.New("lease renewal got no answer within half the lease"))
 			}
 			callCtx, cancel := context.WithCancel(ctx)
-			cancelCall = cancel
-			ch := make(chan renewResult, 1)
-			results = ch
-			start := h.clk.Now()
-			inFlightSince = start
+			nextID++
+			id, start := nextID, h.clk.Now()
+			inFlight = append(inFlight, &call{id: id, cancel: cancel})
 			go func() {
 				res, err := h.leaser.Renew(callCtx, h.fence, h.lease)
-				ch <- renewResult{res: res, err: err, start: start}
+				results <- renewResult{res: res, err: err, start: start, id: id}
 			}()
 			beat.Reset(h.interval)
 		case rr := <-results:
-			results = nil
-			cancelCall()
+			inFlight = slices.DeleteFunc(inFlight, func(c *call) bool {
+				if c.id == rr.id {
+					c.cancel()
+					return true
+				}
+				return false
+			})
 			if ctx.Err() != nil {
 				return
 			}
@@ -138,7 +162,9 @@ func (h *heartbeat) run(ctx context.Context, anchor time.Time) {
 				return
 			}
 			if rr.err != nil {
-				beat.Reset(h.retry)
+				if len(inFlight) == 0 {
+					beat.Reset(h.retry)
+				}
 				failed(rr.err)
 				continue
 			}
@@ -148,10 +174,15 @@ func (h *heartbeat) run(ctx context.Context, anchor time.Time) {
 				!rr.res.StoreNow.IsZero() && left < h.lease {
 				end = rr.start.Add(left)
 			}
+			if rr.start.Before(renewed) {
+				continue // an older renewal answering after a newer one
+			}
 			renewed, leaseEnd = rr.start, end
 			now := h.clk.Now()
 			guard.Reset(leaseEnd.Add(-h.margin).Sub(now))
-			beat.Reset(h.interval)
+			if len(inFlight) == 0 {
+				beat.Reset(h.interval)
+			}
 			if !downSince.IsZero() {
 				h.log.Info("store reachable again: lease renewed", zap.Duration("outage", now.Sub(downSince)),
 					zap.Int("failures", failures))

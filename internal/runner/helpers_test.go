@@ -111,18 +111,25 @@ func (s *store) finished() ([]claim.Finish, int) {
 type leaseStore struct {
 	store
 	// renew answers the n-th renewal (from 1); nil: success.
-	renew    func(n int) (claim.Result, error)
+	renew func(n int) (claim.Result, error)
+	// stuck, if set, makes the n-th renewal wait for its context (a
+	// request or reply lost on the way) when it returns true.
+	stuck    func(n int) bool
 	renews   int
 	releases []claim.Fence
 }
 
 var _ claim.Leaser = (*leaseStore)(nil)
 
-func (l *leaseStore) Renew(_ context.Context, f claim.Fence, _ time.Duration) (claim.Result, error) {
+func (l *leaseStore) Renew(ctx context.Context, f claim.Fence, _ time.Duration) (claim.Result, error) {
 	l.mu.Lock()
 	l.renews++
-	n, answer := l.renews, l.renew
+	n, answer, stuck := l.renews, l.renew, l.stuck
 	l.mu.Unlock()
+	if stuck != nil && stuck(n) {
+		<-ctx.Done()
+		return claim.Result{}, ctx.Err()
+	}
 	if answer == nil {
 		return claim.Result{Outcome: claim.Won, Attempt: f.Attempt}, nil
 	}

@@ -243,3 +243,61 @@ func TestHardStopBeforeStart(t *testing.T) {
 		t.Fatalf("the command ran: %v", err)
 	}
 }
+
+// A renewal whose answer never comes (its reply lost) does not cost the
+// lease: at the next beat a second renewal goes out beside it, and its
+// success keeps the command running past the first lease's guard.
+func TestStuckRenewalGetsACompanion(t *testing.T) {
+	t.Parallel()
+	ls := &leaseStore{stuck: func(n int) bool { return n == 1 }}
+	lr := startLeaseRun(t, ls, context.Background(), "exec sleep 30")
+	lr.at(10 * time.Second) // renewal 1: stuck
+	waitTimers(t, lr.clk, 3)
+	lr.at(20 * time.Second) // renewal 2, beside it: answered
+	waitLogs(t, lr.logs, "lease renewed", 1)
+	lr.at(25 * time.Second) // past the claim's guard (24 s)
+	waitTimers(t, lr.clk, 3)
+	lr.running()
+	if n := lr.logs.FilterMessageSnippet("fenced").Len(); n != 0 {
+		t.Fatalf("%d fencing log entries, want none", n)
+	}
+}
+
+// A claim answered long after it was sent proves only a lease counted from
+// the send: the runner renews before starting the command, and does not
+// start it when the run is no longer its own.
+func TestLateClaimAnswerRenewsFirst(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		renew   func(int) (claim.Result, error)
+		started bool
+	}{
+		{"renewed", nil, true},
+		{"fenced", func(int) (claim.Result, error) { return claim.Result{}, claim.ErrFenced }, false},
+		{"unreachable", func(int) (claim.Result, error) { return claim.Result{}, errTransport }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ls := &leaseStore{renew: tc.renew}
+			clk := clock.NewFake(t0)
+			r, _ := newRunner(t, ls, clk)
+			dir := t.TempDir()
+			job := shellJob("late", "echo ran > out")
+			job.Workdir = dir
+			e := execution(job)
+			e.ClaimedAt = t0.Add(-20 * time.Second) // lease 30 s: 10 s left at most
+			rep := await(t, startRun(r, context.Background(), e), 10*time.Second)
+			if renews, _, _ := ls.counts(); renews < 1 {
+				t.Fatal("no renewal before the command started")
+			}
+			_, err := os.Stat(filepath.Join(dir, "out"))
+			if started := err == nil; started != tc.started {
+				t.Fatalf("command started: %v, want %v (report %+v)", started, tc.started, rep)
+			}
+			if !tc.started && !rep.Fenced {
+				t.Fatalf("report %+v, want fenced", rep)
+			}
+		})
+	}
+}

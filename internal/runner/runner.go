@@ -197,6 +197,15 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 		log.Warn("job not started: the daemon is stopping")
 		return r.hardStop(ctx, clk, log, e, leaser, start, Report{ExitCode: notStartedCode}, "")
 	}
+	if leaser != nil && job.Lease > 0 && start.Sub(anchor) > job.Lease/2 {
+		// The claim's answer came late (a slow or lossy store): all the
+		// runner can prove is a lease counted from the claim's send, and
+		// it may be nearly over. Renew it before starting the command.
+		var rep Report
+		if anchor, rep = r.proveLease(ctx, clk, log, e); rep.Err != nil {
+			return rep
+		}
+	}
 	l, err := r.prepare(e)
 	var p *process
 	if err == nil {
@@ -350,7 +359,7 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 	fin := claim.Finish{Status: rep.Status, ExitCode: code, OutputTail: tail,
 		StartedAt: start.UTC(), FinishedAt: end.UTC()}
 	rep.Recorded, rep.Fenced, rep.Err = r.record(ctx, clk, log, e.Fence, fin,
-		max(recordWindow, job.Lease), ctx.Done())
+		max(recordWindow, job.Lease), callTimeout(job), ctx.Done())
 	return rep
 }
 
@@ -365,7 +374,7 @@ func (r *Runner) notStarted(ctx context.Context, clk clock.Clock, log *zap.Logge
 		StartedAt:  start.UTC(), FinishedAt: now.UTC()}
 	var recErr error
 	rep.Recorded, rep.Fenced, recErr = r.record(ctx, clk, log, e.Fence, fin,
-		max(recordWindow, e.Job.Lease), ctx.Done())
+		max(recordWindow, e.Job.Lease), callTimeout(e.Job), ctx.Done())
 	rep.Err = err
 	if recErr != nil {
 		rep.Err = errors.Join(err, recErr)
@@ -373,12 +382,36 @@ func (r *Runner) notStarted(ctx context.Context, clk clock.Clock, log *zap.Logge
 	return rep
 }
 
+// proveLease renews e's lease before its command starts and returns the
+// instant the renewal was sent, from which the lease counts. A renewal that
+// fails leaves the command unstarted: fenced, or unproven (a backup takes
+// the run over once the lease has expired).
+func (r *Runner) proveLease(ctx context.Context, clk clock.Clock, log *zap.Logger, e Execution) (time.Time, Report) {
+	leaser := r.Backend.(claim.Leaser)
+	sent := clk.Now()
+	cctx, cancel := withClockTimeout(ctx, clk, callTimeout(e.Job))
+	res, err := leaser.Renew(cctx, e.Fence, e.Job.Lease)
+	cancel()
+	switch {
+	case errors.Is(err, claim.ErrFenced):
+		log.Warn("job not started: the run belongs to another attempt", zap.Error(err))
+		return sent, Report{Fenced: true, Err: fmt.Errorf("surrendered the run: %w", err)}
+	case err != nil:
+		log.Warn("job not started: the claim was answered too late to prove the lease, and renewing it failed", zap.Error(err))
+		return sent, Report{Fenced: true, Err: fmt.Errorf("%w: %w", ErrLeaseLost, err)}
+	}
+	if left := res.LeaseUntil.Sub(res.StoreNow); !res.LeaseUntil.IsZero() && !res.StoreNow.IsZero() && left < e.Job.Lease {
+		sent = sent.Add(left - e.Job.Lease)
+	}
+	return sent, Report{}
+}
+
 // hardStop ends an attempt that the daemon's hard stop interrupted: lease
 // backends release the lease, claim-only backends record it as interrupted.
 func (r *Runner) hardStop(ctx context.Context, clk clock.Clock, log *zap.Logger, e Execution, leaser claim.Leaser, start time.Time, rep Report, tail string) Report {
 	rep.Err = ErrStopped
 	if leaser != nil {
-		_, err := retry(ctx, clk, releaseWindow, nil, func(ctx context.Context) error {
+		_, err := retry(ctx, clk, releaseWindow, callTimeout(e.Job), nil, func(ctx context.Context) error {
 			return leaser.Release(ctx, e.Fence)
 		}, func(err error) { log.Warn("releasing the lease failed; retrying", zap.Error(err)) })
 		switch {
@@ -398,7 +431,7 @@ func (r *Runner) hardStop(ctx context.Context, clk clock.Clock, log *zap.Logger,
 	fin := claim.Finish{Status: claim.StatusInterrupted, ExitCode: rep.ExitCode, OutputTail: tail,
 		StartedAt: start.UTC(), FinishedAt: start.Add(rep.Duration).UTC()}
 	var err error
-	rep.Recorded, rep.Fenced, err = r.record(ctx, clk, log, e.Fence, fin, releaseWindow, nil)
+	rep.Recorded, rep.Fenced, err = r.record(ctx, clk, log, e.Fence, fin, releaseWindow, callTimeout(e.Job), nil)
 	if err != nil {
 		rep.Err = errors.Join(ErrStopped, err)
 	}
@@ -407,8 +440,8 @@ func (r *Runner) hardStop(ctx context.Context, clk clock.Clock, log *zap.Logger,
 
 // record stores fin with Finish, retrying transport errors for window or
 // until giveUp is closed.
-func (r *Runner) record(ctx context.Context, clk clock.Clock, log *zap.Logger, f claim.Fence, fin claim.Finish, window time.Duration, giveUp <-chan struct{}) (recorded, fenced bool, err error) {
-	attempts, err := retry(ctx, clk, window, giveUp, func(ctx context.Context) error {
+func (r *Runner) record(ctx context.Context, clk clock.Clock, log *zap.Logger, f claim.Fence, fin claim.Finish, window, perCall time.Duration, giveUp <-chan struct{}) (recorded, fenced bool, err error) {
+	attempts, err := retry(ctx, clk, window, perCall, giveUp, func(ctx context.Context) error {
 		return r.Backend.Finish(ctx, f, fin)
 	}, func(err error) { log.Warn("recording the result failed; retrying", zap.Error(err)) })
 	switch {
@@ -431,12 +464,17 @@ func (r *Runner) record(ctx context.Context, clk clock.Clock, log *zap.Logger, f
 // or until giveUp is closed. onFirstFailure is called once, at the first
 // retried error. The calls run under ctx without its cancellation: retry is
 // used after the daemon's hard stop too.
-func retry(ctx context.Context, clk clock.Clock, window time.Duration, giveUp <-chan struct{}, op func(context.Context) error, onFirstFailure func(error)) (int, error) {
+func retry(ctx context.Context, clk clock.Clock, window, perCall time.Duration, giveUp <-chan struct{}, op func(context.Context) error, onFirstFailure func(error)) (int, error) {
 	wctx, cancel := withClockTimeout(context.WithoutCancel(ctx), clk, window)
 	defer cancel()
 	backoff := backoffMin
 	for attempt := 1; ; attempt++ {
-		err := op(wctx)
+		// Each call has its own deadline: a request stuck on a connection
+		// whose replies are lost must not use up the window; the next call
+		// gets a fresh connection.
+		cctx, ccancel := withClockTimeout(wctx, clk, perCall)
+		err := op(cctx)
+		ccancel()
 		if err == nil || errors.Is(err, claim.ErrFenced) || errors.Is(err, claim.ErrNotFound) {
 			return attempt, err
 		}
@@ -456,6 +494,10 @@ func retry(ctx context.Context, clk clock.Clock, window time.Duration, giveUp <-
 		backoff = min(2*backoff, backoffMax)
 	}
 }
+
+// callTimeout bounds one call to the store after the command: the job's
+// heartbeat, at least a second.
+func callTimeout(j config.Job) time.Duration { return max(j.Heartbeat, time.Second) }
 
 // withClockTimeout is context.WithTimeout on clk.
 func withClockTimeout(parent context.Context, clk clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {
