@@ -48,6 +48,9 @@ const DefaultTable = "anarchon_runs"
 // hanging on a black-holed address.
 const defaultConnectTimeout = 10 * time.Second
 
+// defaultMaxConns is the pool's size unless the DSN sets pool_max_conns.
+const defaultMaxConns = 16
+
 // defaultListLimit is ListRuns's limit when the query sets none.
 const defaultListLimit = 50
 
@@ -219,6 +222,12 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	if !strings.Contains(o.DSN, "pool_max_conns") {
+		// pgxpool's default (4 on small hosts) lets claims stuck on a lossy
+		// network hold every connection while renewals of running jobs
+		// queue behind them; a cron's load is small, connections cheap.
+		cfg.MaxConns = defaultMaxConns
 	}
 	rp := cfg.ConnConfig.RuntimeParams
 	if _, ok := rp["application_name"]; !ok {

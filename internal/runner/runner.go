@@ -491,13 +491,16 @@ func retry(ctx context.Context, clk clock.Clock, window, perCall time.Duration, 
 			t.Stop()
 			return attempt, err
 		}
-		backoff = min(2*backoff, backoffMax)
+		// Never wait longer between calls than one call may take: the
+		// lease keeps running while the result waits to be recorded.
+		backoff = min(2*backoff, backoffMax, perCall)
 	}
 }
 
-// callTimeout bounds one call to the store after the command: the job's
-// heartbeat, at least a second.
-func callTimeout(j config.Job) time.Duration { return max(j.Heartbeat, time.Second) }
+// callTimeout bounds one call to the store after the command: two
+// heartbeats, at least two seconds (a new connection over a slow network
+// takes several round trips).
+func callTimeout(j config.Job) time.Duration { return max(2*j.Heartbeat, 2*time.Second) }
 
 // withClockTimeout is context.WithTimeout on clk.
 func withClockTimeout(parent context.Context, clk clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {

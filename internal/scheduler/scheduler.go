@@ -105,7 +105,7 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 		reload: make(chan []*entry),
 		jobs:   entries,
 	}
-	s.health.log = o.Log
+	s.health.log, s.health.clock = o.Log, o.Clock
 	s.leaser, _ = o.Backend.(claim.Leaser)
 	return s, nil
 }
@@ -311,7 +311,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 	backoff := 100 * time.Millisecond
 	for {
 		req.Now = s.o.Clock.Now()
-		res, took, err := s.claimOnce(ctx, req)
+		res, took, err := s.claimOnce(ctx, req, min(s.o.ClaimTimeout, max(job.Heartbeat, time.Second)))
 		if err == nil {
 			s.health.ok("claim")
 			if s.o.Hooks.Claimed != nil {
@@ -348,6 +348,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 			return answered{}, false // the watch loop tries again
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
+		log.Debug("claim got no answer; re-sending with the same token", zap.Error(err), zap.Duration("after", wait))
 		if clock.Sleep(ctx, s.o.Clock, wait) != nil {
 			return answered{}, false
 		}
@@ -356,14 +357,19 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 }
 
 // claimOnce sends one claim within the concurrency bound and the timeout.
-func (s *Scheduler) claimOnce(ctx context.Context, req claim.Request) (claim.Result, time.Duration, error) {
+//
+// The timeout is the job's heartbeat (at least a second, at most
+// ClaimTimeout): a claim stuck on a connection whose replies are lost is
+// re-sent on a fresh one instead of holding a connection that the
+// renewals of running jobs need.
+func (s *Scheduler) claimOnce(ctx context.Context, req claim.Request, timeout time.Duration) (claim.Result, time.Duration, error) {
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
 		return claim.Result{}, 0, ctx.Err()
 	}
 	defer func() { <-s.sem }()
-	cctx, cancel := context.WithTimeout(ctx, s.o.ClaimTimeout)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	t0 := s.o.Clock.Now()
 	res, err := s.o.Backend.Claim(cctx, req)
@@ -442,18 +448,28 @@ func (s *Scheduler) pruneLoop(ctx context.Context, p claim.Pruner) {
 }
 
 // health logs a store outage once when it starts and once when it ends,
-// not on every retry.
+// not on every retry. An outage ends when the store answers and nothing has
+// failed for healthSettle: a lossy store whose fresh connections succeed
+// while stuck ones fail is one outage, not many.
 type health struct {
-	log  *zap.Logger
-	mu   sync.Mutex
-	down bool
+	log      *zap.Logger
+	clock    clock.Clock
+	mu       sync.Mutex
+	down     bool
+	since    time.Time // when the outage began
+	lastFail time.Time
 }
+
+// healthSettle is how long the store must answer without a failure before
+// an outage is reported over.
+const healthSettle = 3 * time.Second
 
 func (h *health) failed(op string, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.lastFail = h.clock.Now()
 	if !h.down {
-		h.down = true
+		h.down, h.since = true, h.lastFail
 		h.log.Warn("store unreachable; retrying", zap.String("op", op), zap.Error(err))
 	}
 }
@@ -461,8 +477,8 @@ func (h *health) failed(op string, err error) {
 func (h *health) ok(op string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.down {
+	if now := h.clock.Now(); h.down && now.Sub(h.lastFail) >= healthSettle {
 		h.down = false
-		h.log.Info("store reachable again", zap.String("op", op))
+		h.log.Info("store reachable again", zap.String("op", op), zap.Duration("outage", h.lastFail.Sub(h.since)))
 	}
 }

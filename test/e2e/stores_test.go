@@ -53,9 +53,16 @@ func stores() []store {
 					return err
 				}
 				env.Defer(func() {
-					if err := pgExec(pgURL, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-						env.T().Log(err)
+					// A daemon killed at a failure may still hold locks for
+					// a moment: retry a deadlocked drop.
+					var err error
+					for range 5 {
+						if err = pgExec(pgURL, "DROP SCHEMA "+schema+" CASCADE"); err == nil {
+							return
+						}
+						time.Sleep(time.Second)
 					}
+					env.T().Log(err)
 				})
 				env.Setenv("ANARCHON_BACKEND_TYPE", "postgres")
 				env.Setenv("ANARCHON_BACKEND_POSTGRES_DSN", pgURL)
