@@ -27,6 +27,14 @@ func Redact(s string) string {
 	return kvPassword.ReplaceAllString(redactUserinfo(s), "${1}${2}"+redacted)
 }
 
+// natsSchemes are the URL schemes of NATS, whose userinfo without a ":" is
+// an authentication token.
+var natsSchemes = map[string]bool{"nats": true, "tls": true, "ws": true, "wss": true}
+
+func notSchemeRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.')
+}
+
 // redactUserinfo replaces the password of every "scheme://user:password@"
 // in s. The userinfo ends at the last "@" before the next white space, quote,
 // "?", "#" or the next "://"; the password is what follows its first ":".
@@ -40,6 +48,7 @@ func redactUserinfo(s string) string {
 			return b.String()
 		}
 		start := i + len("://")
+		scheme := strings.ToLower(rest[strings.LastIndexFunc(rest[:i], notSchemeRune)+1 : i])
 		b.WriteString(rest[:start])
 		rest = rest[start:]
 		end := strings.IndexAny(rest, " \t\r\n\"'`?#")
@@ -54,10 +63,13 @@ func redactUserinfo(s string) string {
 			continue
 		}
 		userinfo := rest[:at]
-		if c := strings.IndexByte(userinfo, ':'); c >= 0 && c+1 < len(userinfo) {
+		switch c := strings.IndexByte(userinfo, ':'); {
+		case c >= 0 && c+1 < len(userinfo):
 			b.WriteString(userinfo[:c+1])
 			b.WriteString(redacted)
-		} else {
+		case c < 0 && userinfo != "" && natsSchemes[scheme]:
+			b.WriteString(redacted) // nats://TOKEN@host: the token is the secret
+		default:
 			b.WriteString(userinfo)
 		}
 		rest = rest[at:]

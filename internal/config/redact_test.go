@@ -13,6 +13,8 @@ func TestRedact(t *testing.T) {
 		{"postgres://u:p%40ss@db/x", "postgres://u:xxxxx@db/x"},
 		{"nats://a:b@h1:4222,nats://c:d@h2:4222", "nats://a:xxxxx@h1:4222,nats://c:xxxxx@h2:4222"},
 		{"nats://h1:4222,nats://c:d@h2", "nats://h1:4222,nats://c:xxxxx@h2"},
+		{"nats://s3cretToken@h1:4222", "nats://xxxxx@h1:4222"},
+		{"tls://s3cretToken@h1:4222,redis://user@h2", "tls://xxxxx@h1:4222,redis://user@h2"},
 		{"host=db user=app password=s3cret dbname=cron", "host=db user=app password=xxxxx dbname=cron"},
 		{"host=db password='s3 cr\\'et' dbname=cron", "host=db password=xxxxx dbname=cron"},
 		{"password=s3cret", "password=xxxxx"},
