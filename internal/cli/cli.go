@@ -21,6 +21,7 @@ import (
 	// The backends register themselves with the claim registry.
 	_ "github.com/anarchon/anarchon/internal/natsclaim"
 	_ "github.com/anarchon/anarchon/internal/pgclaim"
+	_ "github.com/anarchon/anarchon/internal/rabbitclaim"
 	_ "github.com/anarchon/anarchon/internal/redisclaim"
 	_ "github.com/anarchon/anarchon/internal/sqliteclaim"
 )

@@ -1,0 +1,130 @@
+// Package rabbitclaim is the RabbitMQ claim-only backend (SPEC §3.2): the one
+// decision per run (job, slot) is a publish into a queue that holds at most
+// one message, answered by a publisher confirm. It keeps no lease: when the
+// winner dies, the run is not re-run (at-most-once).
+//
+// # Queues
+//
+//	<ns>.<job>.slot.<slot>  the run's gate: a classic queue, durable, not
+//	                        exclusive, not auto-delete, declared with
+//	                        x-max-length 1, x-overflow reject-publish and
+//	                        x-expires slotTtlMs. It holds the winner's claim
+//	                        message until it expires. Nobody ever consumes it.
+//	<ns>.history            a stream queue (x-queue-type stream, x-max-age =
+//	                        backend.retention, x-max-length-bytes,
+//	                        x-stream-max-segment-size-bytes) of "claimed" and
+//	                        "finished" records, read by status.
+//
+// GateQueue and HistoryQueue return the names.
+//
+// Gates are durable and the claim message is persistent, so the broker
+// confirms a win only after the message is on disk and a gate survives a
+// broker restart: a non-durable gate would vanish with the restart and the
+// slot could be won a second time (two runs). The price is an fsync per won
+// claim (see bench_test.go). Gates are not exclusive, so that every
+// instance's connection can declare and publish to them.
+//
+// # The claim
+//
+// Claim first checks late with the instance's clock (Request.Now - slot >
+// maxLate: late, no broker operation). Then, on a confirm channel that has
+// no other publish in flight, it declares the gate and publishes the claim
+// (JSON: token, instance, job, slot; message id = token) to the default
+// exchange with mandatory set:
+//
+//	ack                            won(1): the gate was empty
+//	nack                           lost: the gate is full (reject-publish)
+//	basic.return (312 NO_ROUTE)    unknown: the gate vanished between the
+//	                               declare and the publish. A return arrives
+//	                               before an ack that is still sent: a return
+//	                               means "no queue", never "won"
+//	channel/connection closed,     unknown: the claim may have reached the
+//	ctx done after the publish,    gate; nobody can tell
+//	publish write error
+//	not connected, broker blocked  error wrapping ErrUnavailable: the claim
+//	publishing, connection lost    was certainly not published, so the
+//	before the publish, ctx done   scheduler may re-send it with the same
+//	before the publish             token (IsTransient)
+//	declare refused 406            error wrapping ErrQueueConflict, naming the
+//	                               queue and the differing argument (not
+//	                               transient: another instance uses another
+//	                               slotTtlMs, or a foreign queue has the name);
+//	                               403/405 are plain errors
+//
+// ctx bounds the wait for the broker (30s when it has no deadline); the
+// scheduler's claim timeout is the usual bound.
+//
+// Unknown is returned with a nil error and logged at warn: the scheduler
+// treats it as lost and skips the run (SPEC §3.2), and does not re-send a
+// claim whose fate it cannot learn.
+//
+// Never consume or basic.get a gate: RabbitMQ's max-length counts ready
+// messages only, so a consumed or unacked claim reopens the gate (two
+// winners). Publishing does not reset x-expires; a declare (passive too)
+// does, so a gate lives slotTtlMs after its last claim. Operators must not
+// apply a policy with message-ttl, max-length or overflow to queues matching
+// "<ns>.*": a message TTL would empty the gates.
+//
+// # Retention
+//
+// A gate is the store's only memory of a run, and it lives slotTtlMs after
+// the last claim of that run. A claim after that wins again, so slotTtlMs
+// must exceed maxLate + the largest clock skew + the longest pause
+// (configuration validation refuses a maxLate above half of slotTtlMs).
+//
+// # Re-sent claims
+//
+// A gate cannot be read (reading reopens it), so the token of the message in
+// it cannot be compared with the caller's. Instead each Backend keeps a
+// bounded in-process book of the tokens it claimed, per (job, slot), kept for
+// slotTtlMs:
+//
+//   - a token it won (ack): a re-send answers won(1) again. This is honest: a
+//     token is random and lives only in the process that made it, so only
+//     that process can re-send it, and this book is that process's memory of
+//     its ack. A record exists only while the gate does (the gate lives at
+//     least slotTtlMs after the claim that created the record).
+//   - a token whose publish may have landed (connection lost or ctx done
+//     after the publish): a re-send is decided by the gate again. An ack
+//     means the gate was empty, so the first copy is certainly not in it, and
+//     the re-send is the one winner: won(1). A nack means the gate is full,
+//     perhaps with the first copy: unknown, never lost (it may be ours).
+//   - a token that got a basic.return: the gate vanished while the run was
+//     being claimed (deleted by hand, or expired), so the broker no longer
+//     remembers who won; a re-send would create a fresh gate and could win a
+//     second time. It answers unknown without touching the broker.
+//
+// # Results and status
+//
+// The gates hold no results, so the backend writes them to the history
+// stream: a "claimed" record when a claim is won (written in the background,
+// so that it adds no latency to the claim) and a "finished" record from
+// Finish (waited for). A finished record carries the run's job, slot,
+// attempt (1), instance, token, status, exit code (none when interrupted),
+// started/finished (the runner's clock: a claim-only store has no clock of
+// its own) and output tail. Finish records every result, also for a run
+// this Backend never claimed (the token is the evidence), and accepts
+// interrupted (the daemon's shutdown stopped the command; nobody re-runs it).
+//
+// ListRuns writes a marker record and then reads the stream with a
+// short-lived consumer (prefetch, manual ack, x-stream-offset = now -
+// backend.retention) until it reads its own marker: everything written
+// before it, including this process's queued records, has then been seen.
+// It joins the records per (job, slot): a finished record wins; a claimed
+// record without one is a running run. A run whose winner died is therefore
+// shown running until it leaves the stream: claim-only backends have no
+// lease to tell a dead runner from a slow one. Status reads the whole
+// retained stream; consuming a stream is non-destructive and never touches
+// the gates. If the stream exists with other retention arguments (another
+// backend.retention), the backend keeps the existing ones and logs a
+// warning; a queue of that name that is not a stream is an error.
+//
+// # Connection loss
+//
+// amqp091-go's own recovery is not used (it would re-declare every gate it
+// ever declared). The backend watches the connection and reconnects with
+// backoff, logging "rabbitmq connection lost; reconnecting" and "rabbitmq
+// connection restored" once per change. Claims while it is down fail with
+// ErrUnavailable (not published: the scheduler re-sends with the same token,
+// which is safe); a claim whose publish was in flight answers unknown.
+package rabbitclaim

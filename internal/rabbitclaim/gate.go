@@ -1,0 +1,280 @@
+package rabbitclaim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/anarchon/anarchon/internal/claim"
+)
+
+// answer is what the broker said to one claim's publish.
+type answer uint8
+
+const (
+	answerNone     answer = iota // no publish: see gateOp.err
+	answerAck                    // the gate was empty: won
+	answerNack                   // the gate was full: lost
+	answerReturned               // basic.return: the gate vanished
+	answerMaybe                  // published, no confirm: unknown
+)
+
+// Phases of a gateOp, moved by compare-and-swap so that the waiter and the
+// worker agree on whether the claim was published.
+const (
+	opPending    int32 = iota // declaring; not published
+	opPublishing              // the worker publishes or has published
+	opAbandoned               // the waiter gave up before the publish
+)
+
+// gateOp is one claim on its way through a gate channel. The worker
+// goroutine declares and publishes; Claim waits for it or for ctx.
+type gateOp struct {
+	phase   atomic.Int32
+	done    chan struct{} // closed when answer/err/why are set
+	abandon chan struct{} // closed when the waiter left after the publish
+	once    sync.Once
+	answer  answer
+	why     string // with answerMaybe and answerReturned
+	err     error  // with answerNone
+}
+
+func (op *gateOp) finish(a answer, why string, err error) {
+	op.answer, op.why, op.err = a, why, err
+	close(op.done)
+}
+
+func (op *gateOp) leave() { op.once.Do(func() { close(op.abandon) }) }
+
+// claimMessage is the body of a claim.
+type claimMessage struct {
+	Token    claim.Token `json:"token"`
+	Instance string      `json:"instance"`
+	Job      string      `json:"job"`
+	Slot     int64       `json:"slot"`
+}
+
+// defaultClaimTimeout bounds a claim whose ctx has no deadline (the
+// scheduler always sets its claim timeout).
+const defaultClaimTimeout = 30 * time.Second
+
+// Claim makes the decision of SPEC §3.2 for req; see the package comment
+// for the outcomes. Unknown comes with a nil error; an error means the
+// claim was not published (IsTransient), or the broker refused the gate's
+// declare (ErrQueueConflict and others). ctx bounds the wait for the
+// broker (defaultClaimTimeout when it has no deadline): ending before the
+// publish is a transient error, after it unknown.
+func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
+	if err := checkRequest(req); err != nil {
+		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+	}
+	queue := GateQueue(b.o.Namespace, req.Job, req.Slot)
+	key := tokenKey{req.Job, req.Slot, req.Token}
+	prior := b.tokens.get(key)
+	late := req.Now.Sub(req.SlotTime()) > req.MaxLate
+	switch {
+	case prior.state == tokenWon:
+		// My own claim, re-sent after its ack.
+		return claim.Result{Outcome: claim.Won, Attempt: 1}, nil
+	case prior.state == tokenGone:
+		b.logUnknown(req, queue, "re-sent claim whose gate vanished during its first copy")
+		return claim.Result{Outcome: claim.Unknown}, nil
+	case prior.state == tokenMaybe && late:
+		b.logUnknown(req, queue, "re-sent claim, now late, whose first copy may have reached the gate")
+		return claim.Result{Outcome: claim.Unknown}, nil
+	case late:
+		return claim.Result{Outcome: claim.Late}, nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultClaimTimeout)
+		defer cancel()
+	}
+	started := b.clock.Now()
+	a, why, err := b.claimGate(ctx, req, queue)
+	if err != nil {
+		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+	}
+	switch a {
+	case answerAck:
+		b.tokens.set(key, tokenWon, req.Instance, started)
+		b.hist.enqueue(record{
+			Type: recordClaimed, Job: req.Job, Slot: req.Slot, Attempt: 1,
+			Instance: req.Instance, Token: req.Token, Status: claim.StatusRunning, StartedAt: req.Now,
+		})
+		return claim.Result{Outcome: claim.Won, Attempt: 1}, nil
+	case answerNack:
+		if prior.state == tokenMaybe {
+			b.logUnknown(req, queue, "re-sent claim found the gate full: it may hold this token's first copy")
+			return claim.Result{Outcome: claim.Unknown}, nil
+		}
+		return claim.Result{Outcome: claim.Lost}, nil
+	case answerReturned:
+		b.tokens.set(key, tokenGone, req.Instance, started)
+	default:
+		b.tokens.set(key, tokenMaybe, req.Instance, started)
+	}
+	b.logUnknown(req, queue, why)
+	return claim.Result{Outcome: claim.Unknown}, nil
+}
+
+// checkRequest refuses requests that cannot be decided.
+func checkRequest(req claim.Request) error {
+	switch {
+	case req.Job == "":
+		return errors.New("empty job name")
+	case req.Token == "":
+		return errors.New("empty token")
+	case req.Now.IsZero():
+		return errors.New("request without the instance's clock (Request.Now)")
+	case req.MaxLate < 0:
+		return fmt.Errorf("negative maxLate %v", req.MaxLate)
+	}
+	return nil
+}
+
+// claimGate declares the gate and publishes the claim on a gate channel of
+// its own, in a worker goroutine, and waits for the answer or for ctx. A
+// ctx that ends before the publish is an error (not published); after it,
+// answerMaybe.
+func (b *Backend) claimGate(ctx context.Context, req claim.Request, queue string) (answer, string, error) {
+	body, err := json.Marshal(claimMessage{Token: req.Token, Instance: req.Instance, Job: req.Job, Slot: req.Slot})
+	if err != nil {
+		return answerNone, "", err
+	}
+	select {
+	case b.slots <- struct{}{}:
+	case <-ctx.Done():
+		return answerNone, "", fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	}
+	s, err := b.current()
+	if err != nil {
+		<-b.slots
+		return answerNone, "", err
+	}
+	if reason := s.blocked.Load(); reason != nil {
+		<-b.slots
+		return answerNone, "", unavailable("the broker blocks publishing (%s)", *reason)
+	}
+	gc, err := s.get()
+	if err != nil {
+		<-b.slots
+		if refused(err) {
+			return answerNone, "", fmt.Errorf("open a channel: %w", b.scrub(err))
+		}
+		return answerNone, "", unavailable("open a channel: %v", b.scrub(err))
+	}
+	op := &gateOp{done: make(chan struct{}), abandon: make(chan struct{})}
+	msg := amqp.Publishing{
+		ContentType:  "application/json",
+		DeliveryMode: amqp.Persistent,
+		MessageId:    string(req.Token),
+		Type:         "claim",
+		AppId:        "anarchon",
+		Body:         body,
+	}
+	go b.runGate(s, gc, queue, msg, op)
+	select {
+	case <-op.done:
+		return op.answer, op.why, op.err
+	case <-ctx.Done():
+	}
+	if op.phase.CompareAndSwap(opPending, opAbandoned) {
+		return answerNone, "", fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	}
+	select {
+	case <-op.done: // answered meanwhile
+		return op.answer, op.why, op.err
+	default:
+	}
+	op.leave()
+	return answerMaybe, fmt.Sprintf("no confirm before the claim's deadline (%v)", ctx.Err()), nil
+}
+
+// runGate is the worker of one claim: declare, publish, wait for the
+// confirm. It gives the channel back when the claim was answered cleanly,
+// and closes it otherwise (a late confirm must not answer the next claim).
+func (b *Backend) runGate(s *session, gc *gateChannel, queue string, msg amqp.Publishing, op *gateOp) {
+	defer func() { <-b.slots }()
+	reuse := false
+	defer func() {
+		if reuse {
+			s.put(gc)
+		} else {
+			gc.ch.Close()
+		}
+	}()
+	if _, err := gc.ch.QueueDeclare(queue, true, false, false, false, b.gateArgs); err != nil {
+		switch _, _, conflict := inequivalentArg(err); {
+		case conflict:
+			err = conflictError(queue, err)
+		case refused(err):
+			err = fmt.Errorf("declare queue %q: %w", queue, b.scrub(err))
+		default:
+			err = unavailable("declare queue %q: %v", queue, b.scrub(err))
+		}
+		op.finish(answerNone, "", err)
+		return
+	}
+	if h := b.hooks.declared; h != nil {
+		h(queue)
+	}
+	if h := b.hooks.beforePublish; h != nil {
+		h(queue)
+	}
+	if !op.phase.CompareAndSwap(opPending, opPublishing) {
+		reuse = true // the waiter left before the publish
+		return
+	}
+	dc, err := gc.ch.PublishWithDeferredConfirm("", queue, true, false, msg)
+	switch {
+	case errors.Is(err, amqp.ErrClosed):
+		// amqp091 answers ErrClosed only before the publish's last frame
+		// was written: the broker never routes an incomplete publish.
+		op.finish(answerNone, "", unavailable("publish to %q: %v", queue, err))
+		return
+	case err != nil:
+		op.finish(answerMaybe, fmt.Sprintf("publish failed after it may have been sent: %v", b.scrub(err)), nil)
+		return
+	}
+	select {
+	case <-dc.Done():
+	case <-op.abandon:
+		return
+	case <-b.ctx.Done():
+		op.finish(answerMaybe, "backend closed before the confirm", nil)
+		return
+	}
+	returned := false
+	for drained := false; !drained; {
+		select {
+		case r := <-gc.returns:
+			if r.MessageId == msg.MessageId {
+				returned = true
+			}
+		default:
+			drained = true
+		}
+	}
+	switch {
+	case returned:
+		reuse = true
+		op.finish(answerReturned, "the gate vanished between its declare and the publish (basic.return 312 NO_ROUTE)", nil)
+	case dc.Acked():
+		reuse = true
+		op.finish(answerAck, "", nil)
+	case gc.ch.IsClosed():
+		// amqp091 completes the confirms of a closing channel as nacks,
+		// after it marked the channel closed.
+		op.finish(answerMaybe, "the channel closed before the confirm", nil)
+	default:
+		reuse = true
+		op.finish(answerNack, "", nil)
+	}
+}

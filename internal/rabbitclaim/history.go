@@ -1,0 +1,467 @@
+package rabbitclaim
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/clock"
+)
+
+// recordType is the kind of a history record.
+type recordType string
+
+// History record types.
+const (
+	recordClaimed  recordType = "claimed"  // a claim was won
+	recordFinished recordType = "finished" // Finish
+	recordMarker   recordType = "marker"   // ListRuns's end-of-read marker
+)
+
+// record is one message of the history stream (JSON).
+type record struct {
+	Type       recordType   `json:"type"`
+	ID         string       `json:"id,omitempty"` // a marker's id
+	Job        string       `json:"job,omitempty"`
+	Slot       int64        `json:"slot"`
+	Attempt    int          `json:"attempt,omitempty"`
+	Instance   string       `json:"instance,omitempty"`
+	Token      claim.Token  `json:"token,omitempty"`
+	Status     claim.Status `json:"status,omitempty"`
+	ExitCode   *int         `json:"exit_code,omitempty"`
+	StartedAt  time.Time    `json:"started_at,omitzero"`
+	FinishedAt time.Time    `json:"finished_at,omitzero"`
+	OutputTail string       `json:"output_tail,omitempty"`
+}
+
+// Limits of the history writer.
+const (
+	historyQueueLen       = 4096             // records waiting to be written
+	historyBatch          = 64               // records published before waiting for their confirms
+	historyConfirmTimeout = 30 * time.Second // a batch's confirms, before the channel is dropped
+	historyPrefetch       = 512              // ListRuns's consumer prefetch
+)
+
+// histItem is a record on its way to the stream.
+type histItem struct {
+	rec  record
+	id   string
+	body []byte
+	done chan error // buffered; nil when nobody waits
+}
+
+func (it *histItem) signal(err error) {
+	if it.done != nil {
+		it.done <- err
+	}
+}
+
+// historyWriter writes records to the history stream, in order, from one
+// goroutine with its own confirm channel: the "claimed" records in the
+// background (no latency on the claim), Finish's and ListRuns's records
+// waited for. A record is retried until it is confirmed or the Backend
+// closes.
+type historyWriter struct {
+	b        *Backend
+	queue    chan *histItem
+	stop     chan struct{} // closed by Close: write what is queued, then exit
+	stopOnce sync.Once
+	exited   chan struct{}
+
+	// owned by run
+	sess    *session
+	ch      *amqp.Channel
+	returns chan amqp.Return
+	failing bool
+}
+
+func newHistoryWriter(b *Backend) *historyWriter {
+	return &historyWriter{b: b, queue: make(chan *histItem, historyQueueLen),
+		stop: make(chan struct{}), exited: make(chan struct{})}
+}
+
+func newItem(rec record, wait bool) (*histItem, error) {
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s record: %w", rec.Type, err)
+	}
+	it := &histItem{rec: rec, id: string(claim.NewToken()), body: body}
+	if wait {
+		it.done = make(chan error, 1)
+	}
+	return it, nil
+}
+
+// enqueue queues rec without waiting; a full queue drops it (logged).
+func (w *historyWriter) enqueue(rec record) {
+	it, err := newItem(rec, false)
+	if err != nil {
+		w.b.log.Warn("history record dropped", zap.Error(err))
+		return
+	}
+	select {
+	case w.queue <- it:
+	default:
+		w.b.log.Warn("history queue full: record dropped", zap.String("type", string(rec.Type)),
+			zap.String("job", rec.Job), zap.Int64("slot_ms", rec.Slot), zap.String("token", rec.Token.Short()))
+	}
+}
+
+// write queues rec and waits until the broker confirmed it, or ctx ends.
+func (w *historyWriter) write(ctx context.Context, rec record) error {
+	it, err := newItem(rec, true)
+	if err != nil {
+		return err
+	}
+	select {
+	case w.queue <- it:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.exited:
+		return ErrClosed
+	}
+	select {
+	case err := <-it.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.exited:
+		select {
+		case err := <-it.done:
+			return err
+		default:
+			return ErrClosed
+		}
+	}
+}
+
+// stopAndDrain asks run to write what is queued and exit, and waits for it
+// up to grace.
+func (w *historyWriter) stopAndDrain(grace time.Duration) {
+	w.stopOnce.Do(func() { close(w.stop) })
+	t := w.b.clock.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-w.exited:
+	case <-t.C():
+	}
+}
+
+// run is the writer's goroutine.
+func (w *historyWriter) run() {
+	defer w.b.wg.Done()
+	defer close(w.exited)
+	defer func() {
+		if w.ch != nil {
+			go w.ch.Close()
+		}
+	}()
+	for {
+		var it *histItem
+		select {
+		case it = <-w.queue:
+		case <-w.stop:
+			select {
+			case it = <-w.queue:
+			default:
+				return
+			}
+		}
+		batch := []*histItem{it}
+	collect:
+		for len(batch) < historyBatch {
+			select {
+			case it := <-w.queue:
+				batch = append(batch, it)
+			default:
+				break collect
+			}
+		}
+		w.writeBatch(batch)
+	}
+}
+
+// writeBatch publishes batch, retrying what failed with backoff until it
+// is confirmed or the Backend is closed.
+func (w *historyWriter) writeBatch(batch []*histItem) {
+	b := w.b
+	backoff := reconnectMin
+	for len(batch) > 0 {
+		if b.ctx.Err() != nil {
+			for _, it := range batch {
+				it.signal(ErrClosed)
+			}
+			return
+		}
+		failed, err := w.publish(batch)
+		if len(failed) == 0 {
+			if w.failing {
+				b.log.Info("history stream writes resumed", zap.String("queue", b.history))
+				w.failing = false
+			}
+			return
+		}
+		if !w.failing {
+			b.log.Warn("history stream write failed; retrying", zap.String("queue", b.history),
+				zap.Int("records", len(failed)), zap.Error(err))
+			w.failing = true
+		}
+		batch = failed
+		if clock.Sleep(b.ctx, b.clock, backoff/2+rand.N(backoff/2+1)) != nil {
+			continue // closed: fails the batch above
+		}
+		backoff = min(2*backoff, reconnectMax)
+	}
+}
+
+// publish publishes batch and waits for the confirms. It signals the
+// confirmed items and returns the others.
+func (w *historyWriter) publish(batch []*histItem) ([]*histItem, error) {
+	b := w.b
+	s, err := b.connected()
+	if err != nil {
+		return batch, err
+	}
+	if w.sess != s || w.ch == nil || w.ch.IsClosed() {
+		if w.ch != nil {
+			go w.ch.Close()
+			w.ch = nil
+		}
+		ch, err := s.conn.Channel()
+		if err != nil {
+			return batch, b.scrub(err)
+		}
+		if err := ch.Confirm(false); err != nil {
+			go ch.Close()
+			return batch, b.scrub(err)
+		}
+		w.sess, w.ch = s, ch
+		w.returns = ch.NotifyReturn(make(chan amqp.Return, historyBatch))
+	}
+	dcs := make([]*amqp.DeferredConfirmation, 0, len(batch))
+	for _, it := range batch {
+		dc, perr := w.ch.PublishWithDeferredConfirm("", b.history, true, false, amqp.Publishing{
+			ContentType:  "application/json",
+			DeliveryMode: amqp.Persistent,
+			MessageId:    it.id,
+			Type:         string(it.rec.Type),
+			AppId:        "anarchon",
+			Body:         it.body,
+		})
+		if perr != nil {
+			err = b.scrub(perr)
+			break
+		}
+		dcs = append(dcs, dc)
+	}
+	t := b.clock.NewTimer(historyConfirmTimeout)
+	defer t.Stop()
+	for _, dc := range dcs {
+		select {
+		case <-dc.Done():
+			continue
+		case <-t.C():
+			err = fmt.Errorf("no confirm within %v", historyConfirmTimeout)
+		case <-b.ctx.Done():
+			err = ErrClosed
+		}
+		// Closing the channel completes its pending confirms as nacks.
+		ch := w.ch
+		w.ch = nil
+		go ch.Close()
+		break
+	}
+	returned := map[string]bool{}
+	for drained := false; !drained; {
+		select {
+		case r := <-w.returns:
+			returned[r.MessageId] = true
+		default:
+			drained = true
+		}
+	}
+	var failed []*histItem
+	for i, it := range batch {
+		if i < len(dcs) && dcs[i].Acked() && !returned[it.id] {
+			it.signal(nil)
+			continue
+		}
+		failed = append(failed, it)
+	}
+	if len(returned) > 0 {
+		// The stream is gone (deleted by hand): declare it again.
+		err = fmt.Errorf("history stream %q does not exist (basic.return)", b.history)
+		if derr := b.declareHistory(s.conn); derr != nil {
+			err = derr
+		}
+	}
+	if len(failed) > 0 && err == nil {
+		err = errors.New("the broker refused the records (nack)")
+	}
+	return failed, err
+}
+
+// Finish records the result of f's attempt in the history stream and waits
+// for the broker's confirm. A claim-only store has no owner to fence
+// against: every result is recorded, also for a run this Backend never
+// claimed (the token is the evidence). Status interrupted (the daemon's
+// shutdown stopped the command) is recorded without an exit code. When ctx
+// ends first (the broker is unreachable), Finish returns ctx's error and
+// the record stays queued: it is written once the connection is back, so a
+// retried Finish may write it twice (status shows the run once).
+func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) error {
+	if !fin.Status.Final() {
+		return fmt.Errorf("finish %s: status %q is not a final status", f, fin.Status)
+	}
+	if f.Job == "" || f.Token == "" {
+		return fmt.Errorf("finish %s: empty job or token", f)
+	}
+	instance := b.o.Instance
+	if r := b.tokens.get(tokenKey{f.Job, f.Slot, f.Token}); r.state != tokenNone && r.instance != "" {
+		instance = r.instance
+	}
+	attempt := f.Attempt
+	if attempt <= 0 {
+		attempt = 1
+	}
+	rec := record{
+		Type: recordFinished, Job: f.Job, Slot: f.Slot, Attempt: attempt, Instance: instance,
+		Token: f.Token, Status: fin.Status, StartedAt: fin.StartedAt, FinishedAt: fin.FinishedAt,
+		OutputTail: fin.OutputTail,
+	}
+	if fin.Status != claim.StatusInterrupted {
+		code := fin.ExitCode
+		rec.ExitCode = &code
+	}
+	if _, err := b.current(); errors.Is(err, ErrClosed) {
+		return fmt.Errorf("finish %s: %w", f, err)
+	}
+	if err := b.hist.write(ctx, rec); err != nil {
+		return fmt.Errorf("finish %s: %w", f, err)
+	}
+	return nil
+}
+
+// ListRuns reads the history stream and returns recent runs, newest slot
+// first (then by job), at most q.Limit (default 50). See the package
+// comment for how it knows it has read to the end.
+func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	runs, err := b.readHistory(ctx, q.Job)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	slices.SortFunc(runs, func(x, y claim.Run) int {
+		if c := cmp.Compare(y.Slot, x.Slot); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Job, y.Job)
+	})
+	if len(runs) > limit {
+		runs = runs[:limit]
+	}
+	return runs, nil
+}
+
+// readHistory writes a marker, then consumes the stream from now -
+// HistoryMaxAge until the marker, joining the records of job (every job
+// when empty) per run.
+func (b *Backend) readHistory(ctx context.Context, job string) ([]claim.Run, error) {
+	marker := string(claim.NewToken())
+	if err := b.hist.write(ctx, record{Type: recordMarker, ID: marker}); err != nil {
+		return nil, fmt.Errorf("write the end marker: %w", err)
+	}
+	s, err := b.current()
+	if err != nil {
+		return nil, err
+	}
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("open a channel: %w", b.scrub(err))
+	}
+	defer func() { go ch.Close() }()
+	if err := ch.Qos(historyPrefetch, 0, false); err != nil {
+		return nil, fmt.Errorf("set prefetch: %w", b.scrub(err))
+	}
+	from := b.clock.Now().Add(-b.o.HistoryMaxAge)
+	deliveries, err := ch.Consume(b.history, "", false, false, false, false,
+		amqp.Table{"x-stream-offset": from})
+	if err != nil {
+		return nil, fmt.Errorf("consume %q: %w", b.history, b.scrub(err))
+	}
+	type runKey struct {
+		job  string
+		slot int64
+	}
+	runs := map[runKey]*claim.Run{}
+	finished := map[runKey]bool{}
+	for n := 1; ; n++ {
+		var d amqp.Delivery
+		var ok bool
+		select {
+		case d, ok = <-deliveries:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if !ok {
+			return nil, fmt.Errorf("consume %q: the channel closed before the end marker", b.history)
+		}
+		if _, ok := d.Headers["x-stream-offset"]; !ok {
+			// Not a stream: never ack (that would delete), closing the
+			// channel gives the message back.
+			return nil, &queueConflict{msg: fmt.Sprintf(
+				"queue %q is not a stream (its deliveries have no x-stream-offset): delete it or use another namespace", b.history)}
+		}
+		if n%(historyPrefetch/2) == 0 {
+			if err := d.Ack(true); err != nil {
+				return nil, fmt.Errorf("ack %q: %w", b.history, b.scrub(err))
+			}
+		}
+		var rec record
+		if err := json.Unmarshal(d.Body, &rec); err != nil {
+			b.log.Debug("history: unreadable record skipped", zap.Error(err))
+			continue
+		}
+		if rec.Type == recordMarker && rec.ID == marker {
+			break
+		}
+		if rec.Job == "" || (job != "" && rec.Job != job) {
+			continue
+		}
+		k := runKey{rec.Job, rec.Slot}
+		switch rec.Type {
+		case recordClaimed:
+			if !finished[k] {
+				runs[k] = &claim.Run{Job: rec.Job, Slot: rec.Slot, Status: claim.StatusRunning,
+					Attempt: max(rec.Attempt, 1), Instance: rec.Instance, Token: rec.Token, StartedAt: rec.StartedAt}
+			}
+		case recordFinished:
+			finished[k] = true
+			r := &claim.Run{Job: rec.Job, Slot: rec.Slot, Status: rec.Status, Attempt: max(rec.Attempt, 1),
+				Instance: rec.Instance, Token: rec.Token, StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt,
+				ExitCode: rec.ExitCode, OutputTail: rec.OutputTail}
+			if c := runs[k]; c != nil && r.Instance == "" && c.Token == r.Token {
+				r.Instance = c.Instance
+			}
+			runs[k] = r
+		}
+	}
+	out := make([]claim.Run, 0, len(runs))
+	for _, r := range runs {
+		out = append(out, *r)
+	}
+	return out, nil
+}
