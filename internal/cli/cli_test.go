@@ -142,12 +142,34 @@ jobs:
 func TestValidateOK(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "c.yaml", "instance: web-1\n"+goodJobs, 0o644)
-	code, out, stderr := run(t, dir, "validate", "--config", "c.yaml")
+	code, out, stderr := run(t, dir, "validate", "--offline", "--config", "c.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if want := "c.yaml: ok: 1 job(s), backend sqlite (/var/lib/anarchon/anarchon.db), instance web-1\n"; out != want {
 		t.Errorf("stdout %q, want %q", out, want)
+	}
+}
+
+// validate opens the store as the daemon would, and says why it cannot.
+func TestValidateOpensTheStore(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "ok.yaml", "backend:\n  sqlite: {path: s.db}\n"+goodJobs, 0o644)
+	code, out, stderr := run(t, dir, "validate", "--config", "ok.yaml")
+	if code != 0 || !strings.Contains(out, "ok.yaml: store ok: sqlite (s.db)\n") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	writeFile(t, dir, "down.yaml", "backend:\n  type: postgres\n  postgres: {dsn: \"postgres://app:s3cret@127.0.0.1:1/cron?connect_timeout=2\"}\n"+goodJobs, 0o644)
+	code, out, stderr = run(t, dir, "validate", "--config", "down.yaml")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 for an unreachable store; stderr %q", code, stderr)
+	}
+	if !strings.Contains(out, "down.yaml: ok: 1 job(s)") ||
+		!regexp.MustCompile(`^anarchond: down\.yaml: the store cannot be used: .*127\.0\.0\.1`).MatchString(stderr) {
+		t.Fatalf("stdout %q stderr %q: want the file ok and the store's reason", out, stderr)
+	}
+	if strings.Contains(out+stderr, "s3cret") {
+		t.Fatalf("the password leaked: %s %s", out, stderr)
 	}
 }
 

@@ -18,11 +18,17 @@ import (
 )
 
 func newValidateCmd(env Env) *cobra.Command {
-	var cf configFlags
+	var (
+		cf      configFlags
+		offline bool
+	)
 	c := &cobra.Command{
 		Use:   "validate",
 		Short: "Check the crontab; list every problem with its file, line, job and field",
-		Args:  cobra.NoArgs,
+		Long: "Check the crontab and list every problem with its file, line, job and field (exit 2).\n" +
+			"Then open the store as the daemon would (connect, check its version and settings, migrate):\n" +
+			"a store that cannot be used is reported with the reason (exit 1). --offline skips that.",
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := cf.load(env)
 			if err != nil {
@@ -30,10 +36,22 @@ func newValidateCmd(env Env) *cobra.Command {
 			}
 			fmt.Fprintf(env.Stdout, "%s: ok: %d job(s), backend %s, instance %s\n",
 				cfg.File, len(cfg.Jobs), backendSummary(cfg), cfg.Instance)
+			if offline {
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(c.Context(), 15*time.Second)
+			defer cancel()
+			b, err := claim.Open(ctx, claim.OpenParams{Config: cfg, Log: zap.NewNop()})
+			if err != nil {
+				return runtimeError(fmt.Errorf("%s: the store cannot be used: %w", cfg.File, err))
+			}
+			defer b.Close()
+			fmt.Fprintf(env.Stdout, "%s: store ok: %s\n", cfg.File, backendSummary(cfg))
 			return nil
 		},
 	}
 	cf.register(c, env)
+	c.Flags().BoolVar(&offline, "offline", false, "check the file only; do not open the store")
 	return c
 }
 

@@ -5,10 +5,12 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"reflect"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -36,7 +38,7 @@ type Options struct {
 // gracefully (SPEC §4).
 func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	log := o.Log
-	b, err := claim.Open(ctx, claim.OpenParams{Config: cfg, Log: log, Clock: o.Clock})
+	b, err := openStore(ctx, cfg, o.Clock, log)
 	if err != nil {
 		return err
 	}
@@ -66,6 +68,44 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	err = s.Run(ctx)
 	log.Info("anarchond stopped")
 	return err
+}
+
+// openStore opens the backend. A store reached over the network that does
+// not answer at start is retried with backoff (1 s doubling to 30 s) until
+// it answers or ctx ends: a daemon started before its store (at boot, or
+// during the store's restart) waits for it instead of failing in a loop.
+// The first failure is logged at warn, then every tenth (about every five
+// minutes at the longest backoff), the others at debug. SQLite, a local
+// file, fails at once: a path that cannot be opened will not heal.
+func openStore(ctx context.Context, cfg *config.Config, clk clock.Clock, log *zap.Logger) (claim.Backend, error) {
+	p := claim.OpenParams{Config: cfg, Log: log, Clock: clk}
+	backoff, attempts := time.Second, 0
+	for {
+		b, err := claim.Open(ctx, p)
+		if err == nil {
+			if attempts > 0 {
+				log.Info("store reachable", zap.String("backend", cfg.Backend.Type), zap.Int("attempts", attempts+1))
+			}
+			return b, nil
+		}
+		if cfg.Backend.Type == "sqlite" || ctx.Err() != nil {
+			return nil, err
+		}
+		attempts++
+		switch {
+		case attempts == 1:
+			log.Warn("store unavailable at start; retrying", zap.String("backend", cfg.Backend.Type),
+				zap.Error(err), zap.Duration("next", backoff))
+		case attempts%10 == 0:
+			log.Warn("store still unavailable", zap.Int("attempts", attempts), zap.Error(err), zap.Duration("next", backoff))
+		default:
+			log.Debug("store still unavailable", zap.Int("attempts", attempts), zap.Error(err), zap.Duration("next", backoff))
+		}
+		if clock.Sleep(ctx, clk, backoff) != nil {
+			return nil, fmt.Errorf("stopped while waiting for the store: %w", err)
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
 }
 
 // reloadOnHUP loads the crontab again on each SIGHUP. A valid file replaces

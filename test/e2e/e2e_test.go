@@ -346,8 +346,11 @@ func slotLines(ts *testscript.TestScript, file string) map[int64][]string {
 // late) and within the last N seconds (claims still in flight when the
 // daemons were stopped: a stop sends no new claims, and under latency
 // later slots may be answered first).
+//
+// With -files N, file is a glob that must match N files (one per job),
+// each checked on its own.
 func cmdExactlyOnce(ts *testscript.TestScript, neg bool, args []string) {
-	var from, settle int64
+	var from, settle, files int64
 	for len(args) > 2 && strings.HasPrefix(args[0], "-") {
 		n, err := strconv.ParseInt(args[1], 10, 64)
 		ts.Check(err)
@@ -356,17 +359,36 @@ func cmdExactlyOnce(ts *testscript.TestScript, neg bool, args []string) {
 			from = n
 		case "-settle":
 			settle = n * 1000
+		case "-files":
+			files = n
 		default:
 			ts.Fatalf("exactlyonce: unknown flag %s", args[0])
 		}
 		args = args[2:]
 	}
 	if neg || len(args) != 2 {
-		ts.Fatalf("usage: exactlyonce [-from MS] [-settle N] file min")
+		ts.Fatalf("usage: exactlyonce [-from MS] [-settle N] [-files N] file min")
 	}
 	min, err := strconv.Atoi(args[1])
 	ts.Check(err)
-	slots := slotLines(ts, args[0])
+	if files > 0 {
+		paths, err := filepath.Glob(ts.MkAbs(args[0]))
+		ts.Check(err)
+		if int64(len(paths)) != files {
+			ts.Fatalf("%s matches %d files, want %d", args[0], len(paths), files)
+		}
+		for _, p := range paths {
+			exactlyOnce(ts, p, min, from, settle)
+		}
+		return
+	}
+	exactlyOnce(ts, args[0], min, from, settle)
+}
+
+// exactlyOnce checks one file of "slot_ms instance attempt" lines.
+func exactlyOnce(ts *testscript.TestScript, file string, min int, from, settle int64) {
+	name := filepath.Base(file)
+	slots := slotLines(ts, file)
 	keys := slices.Sorted(func(yield func(int64) bool) {
 		for k := range slots {
 			if !yield(k) {
@@ -377,17 +399,17 @@ func cmdExactlyOnce(ts *testscript.TestScript, neg bool, args []string) {
 	instances := map[string]int{}
 	for i, k := range keys {
 		if len(slots[k]) != 1 {
-			ts.Fatalf("slot %d ran %d times: %q%s", k, len(slots[k]), slots[k], slotEvidence(ts, k))
+			ts.Fatalf("%s: slot %d ran %d times: %q%s", name, k, len(slots[k]), slots[k], slotEvidence(ts, k))
 		}
 		if i > 0 && k-keys[i-1] != 1000 && k > from && k < keys[len(keys)-1]-settle {
-			ts.Fatalf("slots %d and %d are not consecutive seconds: a slot was skipped%s", keys[i-1], k, slotEvidence(ts, keys[i-1]+1000))
+			ts.Fatalf("%s: slots %d and %d are not consecutive seconds: a slot was skipped%s", name, keys[i-1], k, slotEvidence(ts, keys[i-1]+1000))
 		}
 		instances[strings.Fields(slots[k][0])[1]]++
 	}
 	if len(keys) < min {
-		ts.Fatalf("%d slots ran, want at least %d", len(keys), min)
+		ts.Fatalf("%s: %d slots ran, want at least %d", name, len(keys), min)
 	}
-	ts.Logf("%d slots, each exactly once, by instances %v", len(keys), instances)
+	ts.Logf("%s: %d slots, each exactly once, by instances %v", name, len(keys), instances)
 }
 
 // statusok file: every slot of file appears in the last command's stdout
