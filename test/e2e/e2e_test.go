@@ -45,21 +45,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// TestScripts runs testdata/all on every store, and testdata/network
-// (outages cut between the daemons and the store) on the stores reached
-// over the network.
+// TestScripts runs, on every store, the script folders that apply to it
+// (store.dirs).
 func TestScripts(t *testing.T) {
 	for _, st := range stores() {
 		t.Run(st.name, func(t *testing.T) {
 			if st.server != nil {
 				st.server.Require(t, hostPort(st.url))
 			}
-			dirs := []string{"testdata/all"}
-			if st.server != nil {
-				dirs = append(dirs, "testdata/network")
-			}
-			for _, dir := range dirs {
-				testscript.Run(t, params(st, dir))
+			for _, dir := range st.dirs {
+				testscript.Run(t, params(st, filepath.Join("testdata", dir)))
 			}
 		})
 	}

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -30,7 +33,21 @@ type store struct {
 	// setup isolates one script (its own table or key namespace) and
 	// registers the cleanup that leaves nothing behind.
 	setup func(env *testscript.Env, id string) error
+	// dirs are the script folders under testdata that apply to it.
+	dirs []string
 }
+
+// The script folders: common to every store; lease (takeover, fencing) for
+// lease backends; network (start-up while the store is down) for stores
+// reached over the network; resend (claims re-sent through cuts,
+// blackholes and delays, exactly once after) for stores that recognise a
+// re-sent claim; network-lease (a runner cut off past its lease).
+var (
+	leaseDirs      = []string{"common", "lease", "network", "resend", "network-lease"}
+	claimOnlyDirs  = []string{"common", "network", "resend"}
+	rabbitmqDirs   = []string{"common", "network"} // a claim whose answer is lost is skipped (unknown), by design
+	localLeaseDirs = []string{"common", "lease"}
+)
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -42,10 +59,12 @@ func envOr(name, def string) string {
 func stores() []store {
 	pgURL := envOr("ANARCHON_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 	redisURL := envOr("ANARCHON_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+	natsURL := envOr("ANARCHON_TEST_NATS_URL", "nats://127.0.0.1:4222")
+	rabbitURL := envOr("ANARCHON_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")
 	return []store{
-		{name: "sqlite", setup: func(*testscript.Env, string) error { return nil }},
+		{name: "sqlite", dirs: localLeaseDirs, setup: func(*testscript.Env, string) error { return nil }},
 		{
-			name: "postgres", server: &testserver.Postgres,
+			name: "postgres", server: &testserver.Postgres, dirs: leaseDirs,
 			urlEnv: "ANARCHON_BACKEND_POSTGRES_DSN", url: pgURL,
 			setup: func(env *testscript.Env, id string) error {
 				schema := "e2e_" + id
@@ -70,24 +89,98 @@ func stores() []store {
 				return nil
 			},
 		},
+		redisStore(redisURL, "lease", leaseDirs),
+		redisStore(redisURL, "stream-id", claimOnlyDirs),
+		redisStore(redisURL, "script", claimOnlyDirs),
+		redisStore(redisURL, "auto", claimOnlyDirs),
 		{
-			name: "redis", server: &testserver.Redis,
-			urlEnv: "ANARCHON_BACKEND_REDIS_URL", url: redisURL,
+			name: "nats", server: &testserver.NATS, dirs: claimOnlyDirs,
+			urlEnv: "ANARCHON_BACKEND_NATS_URL", url: natsURL,
 			setup: func(env *testscript.Env, id string) error {
-				ns := "e2e-" + id
+				stream := "E2E_" + id
 				env.Defer(func() {
-					if err := redisDeleteNamespace(redisURL, ns); err != nil {
+					if err := natsDeleteStream(natsURL, stream); err != nil {
 						env.T().Log(err)
 					}
 				})
-				env.Setenv("ANARCHON_BACKEND_TYPE", "redis")
-				env.Setenv("ANARCHON_BACKEND_REDIS_URL", redisURL)
-				env.Setenv("ANARCHON_BACKEND_REDIS_STRATEGY", "lease")
+				env.Setenv("ANARCHON_BACKEND_TYPE", "nats")
+				env.Setenv("ANARCHON_BACKEND_NATS_URL", natsURL)
+				env.Setenv("ANARCHON_BACKEND_NATS_STREAM", stream)
+				env.Setenv("ANARCHON_NAMESPACE", "e2e-"+id)
+				return nil
+			},
+		},
+		{
+			name: "rabbitmq", server: &testserver.RabbitMQ, dirs: rabbitmqDirs,
+			urlEnv: "ANARCHON_BACKEND_RABBITMQ_URL", url: rabbitURL,
+			setup: func(env *testscript.Env, id string) error {
+				ns := "e2e-" + id
+				env.Defer(func() {
+					// Gate queues expire after slotTtlMs; the history
+					// stream does not.
+					if err := rabbitDeleteQueue(rabbitURL, ns+".history"); err != nil {
+						env.T().Log(err)
+					}
+				})
+				env.Setenv("ANARCHON_BACKEND_TYPE", "rabbitmq")
+				env.Setenv("ANARCHON_BACKEND_RABBITMQ_URL", rabbitURL)
+				env.Setenv("ANARCHON_BACKEND_RABBITMQ_SLOTTTLMS", "120000")
 				env.Setenv("ANARCHON_NAMESPACE", ns)
 				return nil
 			},
 		},
 	}
+}
+
+// redisStore is Redis with one claim strategy, on its own key namespace.
+func redisStore(url, strategy string, dirs []string) store {
+	return store{
+		name: "redis-" + strategy, server: &testserver.Redis, dirs: dirs,
+		urlEnv: "ANARCHON_BACKEND_REDIS_URL", url: url,
+		setup: func(env *testscript.Env, id string) error {
+			ns := "e2e-" + id
+			env.Defer(func() {
+				if err := redisDeleteNamespace(url, ns); err != nil {
+					env.T().Log(err)
+				}
+			})
+			env.Setenv("ANARCHON_BACKEND_TYPE", "redis")
+			env.Setenv("ANARCHON_BACKEND_REDIS_URL", url)
+			env.Setenv("ANARCHON_BACKEND_REDIS_STRATEGY", strategy)
+			env.Setenv("ANARCHON_NAMESPACE", ns)
+			return nil
+		},
+	}
+}
+
+func natsDeleteStream(url, stream string) error {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return js.DeleteStream(ctx, stream)
+}
+
+func rabbitDeleteQueue(url, queue string) error {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	_, err = ch.QueueDelete(queue, false, false, false)
+	return err
 }
 
 // hostPort returns the host:port of a store URL ("" if it has none).
