@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/claim/claimtest"
 )
 
 // SQL of the multi-statement claim.
@@ -128,18 +128,7 @@ func (l *latencies) add(d ...time.Duration) {
 }
 
 // report adds the p50 and p99 latencies, in µs, to b's results.
-func (l *latencies) report(b *testing.B) {
-	if len(l.d) == 0 {
-		return
-	}
-	slices.Sort(l.d)
-	pct := func(p int) float64 {
-		i := min(len(l.d)*p/100, len(l.d)-1)
-		return float64(l.d[i].Nanoseconds()) / 1e3
-	}
-	b.ReportMetric(pct(50), "p50-µs")
-	b.ReportMetric(pct(99), "p99-µs")
-}
+func (l *latencies) report(b *testing.B) { claimtest.ReportLatency(b, l.d) }
 
 // benchRequest is a claim of job@slot that wins when nobody holds it.
 func benchRequest(job string, slot int64, tok claim.Token, inst string) claim.Request {

@@ -1,0 +1,120 @@
+package claimtest
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anarchon/anarchon/internal/claim"
+)
+
+// The benchmarks every backend runs, so that their figures compare: one
+// claimer on fresh slots, and eight claimers racing on the same slots.
+
+// BenchRequest is a claim of (job, slot) with a fresh token that wins when
+// nobody else holds the slot: maxLate an hour, overlap allowed.
+func BenchRequest(job string, slot int64) claim.Request {
+	return claim.Request{Job: job, Slot: slot, Token: claim.NewToken(), Instance: "bench",
+		MaxLate: time.Hour, Lease: time.Minute, MaxAttempts: 3, Overlap: claim.OverlapAllow, Now: time.Now()}
+}
+
+// ReportLatency reports the p50 and p99 of per-claim durations as the
+// metrics p50-µs and p99-µs.
+func ReportLatency(b *testing.B, d []time.Duration) {
+	b.Helper()
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	pct := func(p float64) float64 { return float64(d[int(p*float64(len(d)-1))].Nanoseconds()) / 1e3 }
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+}
+
+// BenchUncontended claims a fresh slot every iteration: the won path.
+func BenchUncontended(b *testing.B, be claim.Backend) {
+	base := time.Now().Add(-30 * time.Minute).UnixMilli()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		r := BenchRequest("bench", base+int64(i))
+		start := time.Now()
+		res, err := be.Claim(b.Context(), r)
+		lat = append(lat, time.Since(start))
+		if err != nil || res.Outcome != claim.Won {
+			b.Fatalf("claim: %+v %v", res, err)
+		}
+	}
+	b.StopTimer()
+	ReportLatency(b, lat)
+}
+
+// BenchContended8 has 8 claimers, each with its own token, claim the same
+// slots in the same order; an iteration is one slot (8 claims, exactly one
+// won, checked). OneBackend shares one backend (one client); EightBackends
+// gives each claimer its own, as 8 instances would have. newStore makes a
+// fresh store for each of the two and returns how to open a backend on it.
+func BenchContended8(b *testing.B, newStore func(b *testing.B) (open func() claim.Backend)) {
+	for _, shared := range []bool{true, false} {
+		name := "EightBackends"
+		if shared {
+			name = "OneBackend"
+		}
+		b.Run(name, func(b *testing.B) {
+			open := newStore(b)
+			backends := make([]claim.Backend, 8)
+			for i := range backends {
+				if shared && i > 0 {
+					backends[i] = backends[0]
+					continue
+				}
+				backends[i] = open()
+			}
+			base := time.Now().Add(-30 * time.Minute).UnixMilli()
+			lats := make([][]time.Duration, 8)
+			wins := make([]int, 8)
+			errs := make([]error, 8)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Go(func() {
+					tok := claim.NewToken()
+					lat := make([]time.Duration, 0, b.N)
+					<-start
+					for i := range b.N {
+						r := BenchRequest("bench", base+int64(i))
+						r.Token, r.Instance = tok, fmt.Sprintf("g%d", g)
+						t0 := time.Now()
+						res, err := backends[g].Claim(b.Context(), r)
+						lat = append(lat, time.Since(t0))
+						if err != nil {
+							errs[g] = err
+							return
+						}
+						if res.Outcome == claim.Won {
+							wins[g]++
+						}
+					}
+					lats[g] = lat
+				})
+			}
+			b.ResetTimer()
+			close(start)
+			wg.Wait()
+			b.StopTimer()
+			total := 0
+			for g := range 8 {
+				if errs[g] != nil {
+					b.Fatalf("claimer %d: %v", g, errs[g])
+				}
+				total += wins[g]
+			}
+			if total != b.N {
+				b.Fatalf("%d slots, %d wins: want exactly one per slot", b.N, total)
+			}
+			ReportLatency(b, slices.Concat(lats...))
+		})
+	}
+}
