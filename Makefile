@@ -6,7 +6,7 @@ LDFLAGS := -X github.com/anarchon/anarchon/internal/cli.Version=$(VERSION) \
            -X github.com/anarchon/anarchon/internal/cli.Commit=$(COMMIT)
 BIN     := bin/anarchond
 
-.PHONY: build run test test-short bench fuzz vet clean
+.PHONY: build run test test-short bench bench-claims vet clean
 
 build: ## build bin/anarchond
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/anarchond
@@ -22,8 +22,12 @@ test: vet ## every test, against the real stores; fuzz targets briefly
 test-short: ## unit tests only
 	$(GO) test -short -count=1 ./...
 
-bench: ## claim latency benchmarks
-	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/sqliteclaim/
+bench: ## claim latency benchmarks of every backend (go test -bench)
+	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/sqliteclaim/ ./internal/pgclaim/ ./internal/redisclaim/ ./internal/natsclaim/
+	$(GO) test -run '^$$' -bench . -benchtime 300x ./internal/rabbitclaim/
+
+bench-claims: ## one table: every backend's claim p50/p99 beside its store's raw round trip
+	$(GO) run ./cmd/anarchon-bench
 
 vet:
 	$(GO) vet ./...

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "github.com/mattn/go-sqlite3" // database/sql driver "sqlite3", for the raw op
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/natsclaim"
+	"github.com/anarchon/anarchon/internal/pgclaim"
+	"github.com/anarchon/anarchon/internal/rabbitclaim"
+	"github.com/anarchon/anarchon/internal/redisclaim"
+	"github.com/anarchon/anarchon/internal/sqliteclaim"
+)
+
+// row is one backend to measure: one row of the table.
+type row struct {
+	name  string
+	n     *int // claims to measure (a flag)
+	setup func(ctx context.Context) (*store, error)
+}
+
+// The backends, in the table's order. Another Redis strategy is one more
+// row, e.g.
+//
+//	{"redis-script", nFlag, redisStore(redisclaim.NewClaimOnly, func(o *redisclaim.Options) { o.Strategy = redisclaim.StrategyScript })},
+var rows = []row{
+	{"sqlite", nFlag, sqliteStore},
+	{"postgres", nFlag, postgresStore},
+	{"redis-lease", nFlag, redisStore(redisclaim.New)},
+	{"nats", nFlag, natsStore},
+	{"rabbitmq", nRabbitFlag, rabbitStore},
+}
+
+// store is a fresh namespace of one backend, ready to measure.
+type store struct {
+	// open opens one more backend (with its own connections) on it.
+	open func(ctx context.Context) (claim.Backend, error)
+	// raw is one raw round trip of the store, on a connection of its own.
+	raw func(ctx context.Context) error
+	// cleanup removes the namespace and closes the raw connection; runs
+	// are the runs claimed in it.
+	cleanup func(ctx context.Context, runs []runKey) error
+}
+
+// unreachable is a setup error meaning that the server did not answer.
+type unreachable struct{ err error }
+
+func (u unreachable) Error() string { return "unreachable: " + u.err.Error() }
+
+// asBackend turns a constructor's typed result into a claim.Backend (never
+// a non-nil interface holding a nil pointer).
+func asBackend[B claim.Backend](b B, err error) (claim.Backend, error) {
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Claim-sized payload of the raw publishes (NATS, RabbitMQ).
+var rawPayload = fmt.Appendf(nil, `{"token":%q,"instance":"bench","job":"raw","slot":%d}`,
+	claim.NewToken(), time.Now().UnixMilli())
+
+// sqliteStore: a database file in a fresh temporary directory. The raw op
+// is SELECT 1 on a database/sql connection to the same file: SQLite has no
+// network round trip, so this is the floor of any statement through the
+// driver.
+func sqliteStore(context.Context) (*store, error) {
+	dir, err := os.MkdirTemp("", "anarchon-bench-")
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "bench.db")
+	// Connects lazily: the first raw op runs after the backend created the
+	// file and switched it to WAL.
+	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	return &store{
+		open: func(ctx context.Context) (claim.Backend, error) {
+			return asBackend(sqliteclaim.New(ctx, sqliteclaim.Options{Path: path}))
+		},
+		raw: func(ctx context.Context) error {
+			var one int
+			return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+		},
+		cleanup: func(context.Context, []runKey) error {
+			return errors.Join(db.Close(), os.RemoveAll(dir))
+		},
+	}, nil
+}
+
+// postgresStore: the table runs in a fresh schema, dropped afterwards. The
+// raw op is SELECT 1 on a pgx connection (a prepared statement after the
+// first: one round trip).
+func postgresStore(ctx context.Context) (*store, error) {
+	conn, err := pgx.Connect(ctx, *pgDSN)
+	if err != nil {
+		return nil, unreachable{err}
+	}
+	schema := pgx.Identifier{"anarchon_bench_" + suffix()}
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema.Sanitize()); err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
+	table := schema[0] + ".runs"
+	return &store{
+		open: func(ctx context.Context) (claim.Backend, error) {
+			return asBackend(pgclaim.New(ctx, pgclaim.Options{DSN: *pgDSN, Table: table}))
+		},
+		raw: func(ctx context.Context) error {
+			var one int
+			return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+		},
+		cleanup: func(ctx context.Context, _ []runKey) error {
+			_, err := conn.Exec(ctx, "DROP SCHEMA "+schema.Sanitize()+" CASCADE")
+			return errors.Join(err, conn.Close(ctx))
+		},
+	}, nil
+}
+
+// redisStore: a fresh key namespace, whose keys are deleted afterwards,
+// for the strategy that open (redisclaim.New: lease) makes after edit. The
+// raw op is PING on a client of its own (a single-server URL only).
+func redisStore[B claim.Backend](open func(context.Context, redisclaim.Options) (B, error), edit ...func(*redisclaim.Options)) func(context.Context) (*store, error) {
+	return func(ctx context.Context) (*store, error) {
+		opt, err := redis.ParseURL(*redisURL)
+		if err != nil {
+			return nil, fmt.Errorf("raw client (a single-server redis:// URL): %w", err)
+		}
+		c := redis.NewClient(opt)
+		if err := c.Ping(ctx).Err(); err != nil {
+			c.Close()
+			return nil, unreachable{err}
+		}
+		ns := "anarchon-bench-" + suffix()
+		o := redisclaim.Options{URL: *redisURL, Namespace: ns}
+		for _, e := range edit {
+			e(&o)
+		}
+		return &store{
+			open: func(ctx context.Context) (claim.Backend, error) { return asBackend(open(ctx, o)) },
+			raw:  func(ctx context.Context) error { return c.Ping(ctx).Err() },
+			cleanup: func(ctx context.Context, _ []runKey) error {
+				return errors.Join(deleteRedisNamespace(ctx, c, ns), c.Close())
+			},
+		}, nil
+	}
+}
+
+// deleteRedisNamespace deletes every key of ns: "{ns:job}:..." and "ns:...".
+func deleteRedisNamespace(ctx context.Context, c *redis.Client, ns string) error {
+	var keys []string
+	for _, pattern := range []string{"{" + ns + ":*", ns + ":*"} {
+		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for it.Next(ctx) {
+			keys = append(keys, it.Val())
+		}
+		if err := it.Err(); err != nil {
+			return err
+		}
+	}
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), 500)]
+		keys = keys[len(batch):]
+		if err := c.Del(ctx, batch...).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// natsStore: a fresh stream (created by the backend) and namespace,
+// deleted afterwards. The raw op is a JetStream publish without
+// Nats-Msg-Id to <ns>.bench.raw, in the same stream: the claim's publish
+// minus the de-duplication.
+func natsStore(context.Context) (*store, error) {
+	nc, err := nats.Connect(*natsURL, nats.Name("anarchon-bench raw"))
+	if err != nil {
+		return nil, unreachable{err}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	sfx := suffix()
+	o := natsclaim.Options{URL: *natsURL, Stream: "ANARCHON_BENCH_" + strings.ToUpper(sfx),
+		Namespace: "anarchon-bench-" + sfx, DuplicateWindow: 2 * time.Hour, Name: "anarchon-bench"}
+	subject := o.Namespace + ".bench.raw"
+	return &store{
+		open: func(ctx context.Context) (claim.Backend, error) { return asBackend(natsclaim.New(ctx, o)) },
+		raw: func(ctx context.Context) error {
+			_, err := js.Publish(ctx, subject, rawPayload)
+			return err
+		},
+		cleanup: func(ctx context.Context, _ []runKey) error {
+			defer nc.Close()
+			if err := js.DeleteStream(ctx, o.Stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return fmt.Errorf("delete stream %s: %w", o.Stream, err)
+			}
+			return nil
+		},
+	}, nil
+}
+
+// rabbitStore: a fresh namespace whose gates, history stream and raw
+// queue are deleted afterwards. The raw op is a persistent publish to the
+// durable queue <ns>.bench.raw, waiting for the publisher confirm (sent
+// after the fsync): the claim's publish minus the gate's declare.
+func rabbitStore(context.Context) (*store, error) {
+	conn, err := amqp.DialConfig(*rabbitURL, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second)})
+	if err != nil {
+		return nil, unreachable{err}
+	}
+	ns := "anarchon-bench-" + suffix()
+	rawQueue := ns + ".bench.raw"
+	ch, err := conn.Channel()
+	if err == nil {
+		err = ch.Confirm(false)
+	}
+	if err == nil {
+		_, err = ch.QueueDeclare(rawQueue, true, false, false, false, nil)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	o := rabbitclaim.Options{URL: *rabbitURL, Namespace: ns, SlotTTL: 2 * time.Hour, Instance: "bench"}
+	return &store{
+		open: func(ctx context.Context) (claim.Backend, error) { return asBackend(rabbitclaim.New(ctx, o)) },
+		raw: func(ctx context.Context) error {
+			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", rawQueue, false, false,
+				amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: rawPayload})
+			if err != nil {
+				return err
+			}
+			if acked, err := dc.WaitContext(ctx); err != nil || !acked {
+				return errors.Join(errors.New("publish not confirmed"), err)
+			}
+			return nil
+		},
+		cleanup: func(_ context.Context, runs []runKey) error {
+			defer conn.Close()
+			queues := []string{rawQueue, rabbitclaim.HistoryQueue(ns)}
+			for _, r := range runs {
+				queues = append(queues, rabbitclaim.GateQueue(ns, r.job, r.slot))
+			}
+			return deleteQueues(conn, queues)
+		},
+	}, nil
+}
+
+// deleteQueues deletes the queues, reopening the channel after an error
+// (which closes it).
+func deleteQueues(conn *amqp.Connection, queues []string) error {
+	var errs []error
+	var ch *amqp.Channel
+	for _, q := range queues {
+		if ch == nil || ch.IsClosed() {
+			var err error
+			if ch, err = conn.Channel(); err != nil {
+				return errors.Join(append(errs, err)...)
+			}
+		}
+		if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+			errs = append(errs, fmt.Errorf("delete queue %s: %w", q, err))
+		}
+	}
+	if ch != nil {
+		ch.Close()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,341 @@
+// Command anarchon-bench measures what one claim costs on every backend,
+// against the raw round trip of the same store measured in the same run,
+// and prints one markdown table.
+//
+//	go run ./cmd/anarchon-bench [-backends sqlite,postgres,...] [-n 2000] [-contended=false]
+//
+// Each backend is measured on a fresh namespace of its own (a temporary
+// SQLite file, a PostgreSQL schema, a Redis key prefix, a NATS stream,
+// RabbitMQ queues), removed afterwards; backends are measured one after
+// the other, never at the same time. For each it reports:
+//
+//   - claim: -n uncontended claims (-n-rabbitmq for RabbitMQ), each the
+//     first claim of a fresh run (a fresh job, slot and token, maxLate 1h,
+//     lease 30s, 3 attempts, overlap -overlap), so each answers won: the
+//     path every scheduled run takes on the instance that wins it. A fresh
+//     job per run keeps overlap=skip honest: with one job, a lease backend
+//     would answer overlap to every claim after the first.
+//   - raw: the cheapest operation the store offers, on a connection of its
+//     own: PING (Redis); SELECT 1 on a pgx connection (PostgreSQL); a
+//     JetStream publish without Nats-Msg-Id to <ns>.bench.raw in the same
+//     stream (NATS); a confirmed persistent publish to a durable queue
+//     <ns>.bench.raw (RabbitMQ). SQLite has no network round trip: its raw
+//     op is a SELECT 1 on a database/sql connection to the same file, i.e.
+//     the cost of a trivial statement through database/sql and cgo.
+//   - ratio: claim p50 / raw p50, how many raw round trips one claim costs.
+//   - contended8: 8 claimers, each its own backend (its own connections),
+//     race on the same -n runs. Each run is one round: the 8 claims are
+//     released together and the next round starts when all 8 answered.
+//     Every run must have exactly one won; otherwise the command says which
+//     and exits 1. Latencies are per claim (winners and losers).
+//
+// Raw ops and claims are interleaved, one raw op then one claim, rather
+// than measured in two phases: on a shared machine latency drifts with the
+// load (other processes, the store's background work, CPU frequency), and
+// interleaving makes both series see the same drift, so that their ratio
+// compares like with like.
+//
+// Server addresses come from flags whose defaults are the test suite's
+// environment variables (ANARCHON_TEST_POSTGRES_DSN, ANARCHON_TEST_REDIS_URL,
+// ANARCHON_TEST_NATS_URL, ANARCHON_TEST_RABBITMQ_URL). A backend whose
+// server does not answer gets a row saying so; that is not a failure. The
+// exit status is 1 when a measurement failed or a contended run did not
+// have exactly one winner, 2 for bad flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/config"
+)
+
+// racers is the number of claimers of the contended measurement.
+const racers = 8
+
+// Flags.
+var (
+	nFlag       = flag.Int("n", 2000, "uncontended claims (each with one raw op) and contended runs per backend")
+	nRabbitFlag = flag.Int("n-rabbitmq", 500, "the same for rabbitmq (a durable queue and an fsync per claim: ~6 ms)")
+	contendFlag = flag.Bool("contended", true, "also measure 8 claimers racing on the same runs")
+	overlapFlag = flag.String("overlap", string(claim.OverlapSkip), "the claims' overlap policy: skip or allow")
+	backendFlag = flag.String("backends", strings.Join(rowNames(), ","), "comma-separated backends to measure")
+
+	pgDSN     = flag.String("postgres-dsn", envOr("ANARCHON_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN (env ANARCHON_TEST_POSTGRES_DSN)")
+	redisURL  = flag.String("redis-url", envOr("ANARCHON_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL, one server (env ANARCHON_TEST_REDIS_URL)")
+	natsURL   = flag.String("nats-url", envOr("ANARCHON_TEST_NATS_URL", "nats://127.0.0.1:4222"), "NATS URL (env ANARCHON_TEST_NATS_URL)")
+	rabbitURL = flag.String("rabbitmq-url", envOr("ANARCHON_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL (env ANARCHON_TEST_RABBITMQ_URL)")
+)
+
+// Timeouts of the steps around the measurement.
+const (
+	setupTimeout   = 30 * time.Second
+	cleanupTimeout = 2 * time.Minute
+	claimTimeout   = 30 * time.Second
+)
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	flag.Parse()
+	selected, err := selectRows(*backendFlag)
+	if err == nil && (*nFlag < 1 || *nRabbitFlag < 1) {
+		err = errors.New("-n and -n-rabbitmq must be at least 1")
+	}
+	if err == nil && *overlapFlag != string(claim.OverlapSkip) && *overlapFlag != string(claim.OverlapAllow) {
+		err = fmt.Errorf("-overlap %q: want skip or allow", *overlapFlag)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "anarchon-bench:", err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	start := time.Now()
+	var results []result
+	for _, r := range selected {
+		if ctx.Err() != nil {
+			results = append(results, result{name: r.name, err: errors.New("interrupted")})
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "anarchon-bench: measuring %s (n=%d)...\n", r.name, *r.n)
+		results = append(results, measure(ctx, r))
+	}
+	printReport(os.Stdout, start, results)
+	for _, res := range results {
+		if res.err != nil || len(res.violations) > 0 {
+			return 1
+		}
+	}
+	return 0
+}
+
+// result is what one backend's measurement found.
+type result struct {
+	name       string
+	n          int
+	claims     []time.Duration // uncontended claims
+	raws       []time.Duration // raw ops, interleaved with the claims
+	contended  []time.Duration // every claim of the races; nil when not measured
+	violations []string        // contended runs without exactly one winner
+	skipped    string          // the server did not answer: why
+	err        error
+}
+
+// runKey names one run claimed, for the cleanup.
+type runKey struct {
+	job  string
+	slot int64
+}
+
+// measure sets up r's namespace, measures, and cleans up.
+func measure(ctx context.Context, r row) (res result) {
+	res.name, res.n = r.name, *r.n
+	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	st, err := r.setup(sctx)
+	cancel()
+	var down unreachable
+	switch {
+	case errors.As(err, &down):
+		res.skipped = down.Error()
+		return res
+	case err != nil:
+		res.err = fmt.Errorf("setup: %w", err)
+		return res
+	}
+	var runs []runKey // every run claimed, for the cleanup
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := st.cleanup(cctx, runs); err != nil {
+			res.err = errors.Join(res.err, fmt.Errorf("cleanup: %w", err))
+		}
+	}()
+
+	res.claims, res.raws, err = uncontended(ctx, st, res.n, &runs)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	if *contendFlag {
+		res.contended, res.violations, err = contended(ctx, st, res.n, &runs)
+		if err != nil {
+			res.err = fmt.Errorf("contended: %w", err)
+		}
+	}
+	return res
+}
+
+// uncontended claims n fresh runs on one backend, each after one raw op.
+func uncontended(ctx context.Context, st *store, n int, runs *[]runKey) (claims, raws []time.Duration, err error) {
+	be, err := st.open(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open: %w", err)
+	}
+	defer be.Close()
+	base := time.Now().Add(-30 * time.Minute).UnixMilli()
+	// Warm up both paths (connections, prepared statements, scripts).
+	if err := st.raw(ctx); err != nil {
+		return nil, nil, fmt.Errorf("raw op: %w", err)
+	}
+	if _, err := claimWon(ctx, be, newRequest("warm", base, "bench"), runs); err != nil {
+		return nil, nil, err
+	}
+	claims, raws = make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	for i := range n {
+		t0 := time.Now()
+		if err := st.raw(ctx); err != nil {
+			return nil, nil, fmt.Errorf("raw op %d: %w", i, err)
+		}
+		raws = append(raws, time.Since(t0))
+		d, err := claimWon(ctx, be, newRequest(fmt.Sprintf("solo-%d", i), base+int64(i), "bench"), runs)
+		if err != nil {
+			return nil, nil, err
+		}
+		claims = append(claims, d)
+	}
+	return claims, raws, nil
+}
+
+// claimWon claims req, which must be won, and returns how long it took.
+func claimWon(ctx context.Context, be claim.Backend, req claim.Request, runs *[]runKey) (time.Duration, error) {
+	*runs = append(*runs, runKey{req.Job, req.Slot})
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	req.Now = time.Now()
+	t0 := time.Now()
+	res, err := be.Claim(ctx, req)
+	d := time.Since(t0)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+	case res.Outcome != claim.Won:
+		return 0, fmt.Errorf("claim %s@%d of a fresh run answered %s, want won", req.Job, req.Slot, res.Outcome)
+	}
+	return d, nil
+}
+
+// contended has racers backends race on n fresh runs, one round per run.
+func contended(ctx context.Context, st *store, n int, runs *[]runKey) (lat []time.Duration, violations []string, err error) {
+	bes := make([]claim.Backend, 0, racers)
+	defer func() {
+		for _, be := range bes {
+			be.Close()
+		}
+	}()
+	base := time.Now().Add(-30 * time.Minute).UnixMilli()
+	for g := range racers {
+		be, err := st.open(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open claimer %d: %w", g, err)
+		}
+		bes = append(bes, be)
+		if _, err := claimWon(ctx, be, newRequest(fmt.Sprintf("warm-%d", g), base, "bench"), runs); err != nil {
+			return nil, nil, err
+		}
+	}
+	lat = make([]time.Duration, 0, racers*n)
+	var (
+		lats     [racers]time.Duration
+		outcomes [racers]claim.Outcome
+		errs     [racers]error
+	)
+	for i := range n {
+		job, slot := fmt.Sprintf("race-%d", i), base+int64(i)
+		*runs = append(*runs, runKey{job, slot})
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		for g, be := range bes {
+			req := newRequest(job, slot, fmt.Sprintf("racer-%d", g)) // a fresh token each
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+				defer cancel()
+				<-release
+				req.Now = time.Now()
+				t0 := time.Now()
+				res, err := be.Claim(ctx, req)
+				lats[g], outcomes[g], errs[g] = time.Since(t0), res.Outcome, err
+			})
+		}
+		close(release)
+		wg.Wait()
+		if err := errors.Join(errs[:]...); err != nil {
+			return nil, nil, fmt.Errorf("run %s@%d: %w", job, slot, err)
+		}
+		lat = append(lat, lats[:]...)
+		if won := count(outcomes[:], claim.Won); won != 1 {
+			violations = append(violations, fmt.Sprintf("run %s@%d: %d won, want exactly 1 (outcomes %v)", job, slot, won, outcomes))
+		}
+	}
+	return lat, violations, nil
+}
+
+func count(outcomes []claim.Outcome, o claim.Outcome) int {
+	n := 0
+	for _, x := range outcomes {
+		if x == o {
+			n++
+		}
+	}
+	return n
+}
+
+// newRequest is the first claim of job@slot by instance, with a fresh token.
+func newRequest(job string, slot int64, instance string) claim.Request {
+	return claim.Request{Job: job, Slot: slot, Token: claim.NewToken(), Instance: instance,
+		MaxLate: time.Hour, Lease: 30 * time.Second, MaxAttempts: 3,
+		Overlap: claim.OverlapPolicy(*overlapFlag), Now: time.Now()}
+}
+
+// selectRows returns the rows named in the comma-separated list.
+func selectRows(list string) ([]row, error) {
+	var out []row
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		i := slices.IndexFunc(rows, func(r row) bool { return r.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("-backends: unknown backend %q (known: %s)", name, strings.Join(rowNames(), ","))
+		}
+		out = append(out, rows[i])
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-backends: no backend named")
+	}
+	return out, nil
+}
+
+func rowNames() []string {
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.name
+	}
+	return names
+}
+
+// suffix is a random name part, so that concurrent runs never share a
+// namespace.
+func suffix() string { return fmt.Sprintf("%08x", rand.Uint32()) }
+
+// redact hides passwords in s (URLs and key=value DSNs).
+func redact(s string) string { return config.Redact(s) }
