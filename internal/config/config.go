@@ -28,13 +28,23 @@ type Config struct {
 	Instance      string // never empty after Load: <hostname>-<4 hex> by default
 	Namespace     string
 	ShutdownGrace time.Duration
-	Log           Log
+	// Watch reloads the crontab when its file changes, as SIGHUP does.
+	Watch   bool
+	Metrics Metrics
+	Log     Log
 	Backend       Backend
 	Jobs          []Job
 	// Warnings are problems that do not stop the daemon (no jobs, unknown
 	// ANARCHON_* variables, a writable file accepted for development, ...),
 	// one line each, formatted like an Error.
 	Warnings []string
+}
+
+// Metrics configures the Prometheus and health endpoints.
+type Metrics struct {
+	// Listen is the HTTP address of /metrics, /healthz and /readyz; empty
+	// disables them.
+	Listen string
 }
 
 // Log configures zap.

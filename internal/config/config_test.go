@@ -16,6 +16,7 @@ func TestBuiltinDefaults(t *testing.T) {
 		Instance:      cfg.Instance,
 		Namespace:     "cron",
 		ShutdownGrace: 30 * time.Second,
+		Metrics:       Metrics{Listen: "127.0.0.1:9464"},
 		Log:           Log{Level: "info", Format: "auto"},
 		Backend: Backend{
 			Type:      "sqlite",
@@ -314,8 +315,8 @@ func TestEnvThroughViper(t *testing.T) {
 			t.Errorf("%s: viper (%s, %q, %v), list (%s, %q, %v)", ps.path, n1, v1, ok1, n2, v2, ok2)
 		}
 	}
-	if len(paths) != 32 {
-		t.Errorf("%d overridable settings, want 32: update the docs' table", len(paths))
+	if len(paths) != 34 {
+		t.Errorf("%d overridable settings, want 34: update the docs' table", len(paths))
 	}
 }
 

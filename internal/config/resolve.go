@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -20,6 +21,7 @@ const (
 	defaultNamespace       = "cron"
 	defaultShutdownGraceMs = 30000
 	defaultLogLevel        = "info"
+	defaultMetricsListen   = "127.0.0.1:9464"
 	defaultLogFormat       = "auto"
 	defaultBackendType     = "sqlite"
 	defaultRetention       = 168 * time.Hour
@@ -195,6 +197,28 @@ func (p *parser) asInt(v *value) (int64, bool) {
 	return i, true
 }
 
+func (p *parser) asBool(v *value) (bool, bool) {
+	if v.env != "" {
+		b, err := strconv.ParseBool(v.text)
+		if err != nil {
+			p.errorf(v, "must be true or false, not %q", v.text)
+			return false, false
+		}
+		return b, true
+	}
+	n := v.node
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+		p.errorf(v, "must be true or false, not %s", describe(n))
+		return false, false
+	}
+	var b bool
+	if err := n.Decode(&b); err != nil {
+		p.errorf(v, "must be true or false, not %q", n.Value)
+		return false, false
+	}
+	return b, true
+}
+
 const durationHint = `a Go duration such as "90s", "5m" or "1h30m"`
 
 func (p *parser) asDuration(v *value) (time.Duration, bool) {
@@ -285,6 +309,17 @@ func oneOf(choices []string) func(string) string {
 		}
 		return fmt.Sprintf("must be one of %s; not %q", strings.Join(choices, ", "), short(s))
 	}
+}
+
+// checkListen accepts an empty address (metrics disabled) or host:port.
+func checkListen(s string) string {
+	if s == "" {
+		return ""
+	}
+	if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
+		return fmt.Sprintf("must be host:port such as 127.0.0.1:9464 or :9464, or empty to disable; not %q", s)
+	}
+	return ""
 }
 
 func notEmpty(s string) string {
@@ -560,6 +595,8 @@ func (p *parser) resolve() *Config {
 	cfg.Instance = inst.val
 	cfg.Namespace = str("namespace", defaultNamespace, matches(namePattern, "namespace")).val
 	cfg.ShutdownGrace = time.Duration(integer("shutdownGraceMs", defaultShutdownGraceMs, ms(0)).val) * time.Millisecond
+	cfg.Watch = get(p, vals, "watch", def(false), p.asBool, nil).val
+	cfg.Metrics.Listen = str("metrics.listen", defaultMetricsListen, checkListen).val
 	cfg.Log.Level = str("log.level", defaultLogLevel, oneOf(logLevels)).val
 	cfg.Log.Format = str("log.format", defaultLogFormat, oneOf(logFormats)).val
 

@@ -18,6 +18,7 @@ const (
 	kindString    kind = iota // a YAML string (quote numbers: user: "1000")
 	kindInt                   // a YAML integer
 	kindDuration              // a Go duration string: "90s", "1h30m"
+	kindBool                  // true or false
 	kindStrings               // a list of scalars (args); numbers are taken as written
 	kindStringMap             // a mapping of names to scalars (env); numbers are taken as written
 	kindMap                   // a nested mapping of known keys
@@ -62,6 +63,10 @@ var rootSpecs = []*spec{
 	{key: "instance", kind: kindString},
 	{key: "namespace", kind: kindString},
 	{key: "shutdownGraceMs", kind: kindInt},
+	{key: "watch", kind: kindBool},
+	{key: "metrics", kind: kindMap, children: []*spec{
+		{key: "listen", kind: kindString},
+	}},
 	{key: "log", kind: kindMap, children: []*spec{
 		{key: "level", kind: kindString},
 		{key: "format", kind: kindString},
@@ -117,7 +122,7 @@ func scalarPaths() []pathSpec {
 			switch s.kind {
 			case kindMap:
 				walk(p+".", s.children)
-			case kindString, kindInt, kindDuration:
+			case kindString, kindInt, kindDuration, kindBool:
 				out = append(out, pathSpec{p, s})
 			}
 		}

@@ -395,3 +395,34 @@ func TestSecretsNeverInErrors(t *testing.T) {
 		t.Errorf("got %q", s)
 	}
 }
+
+func TestWatchAndMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		watch      bool
+		listen     string
+		problem    string
+	}{
+		{"defaults", "jobs: []\n", false, "127.0.0.1:9464", ""},
+		{"set", "watch: true\nmetrics: {listen: \":9100\"}\njobs: []\n", true, ":9100", ""},
+		{"disabled", "metrics: {listen: \"\"}\njobs: []\n", false, "", ""},
+		{"watch not a bool", "watch: sometimes\njobs: []\n", false, "", "crontab.yaml:1: watch: must be true or false"},
+		{"bad listen", "metrics: {listen: nowhere}\njobs: []\n", false, "", `crontab.yaml:1: metrics.listen: must be host:port`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse("crontab.yaml", []byte(tc.yaml), LoadOptions{Hostname: func() (string, error) { return "h", nil }})
+			if tc.problem != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.problem) {
+					t.Fatalf("error %v, want %q", err, tc.problem)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Watch != tc.watch || cfg.Metrics.Listen != tc.listen {
+				t.Fatalf("watch %v listen %q, want %v %q", cfg.Watch, cfg.Metrics.Listen, tc.watch, tc.listen)
+			}
+		})
+	}
+}
