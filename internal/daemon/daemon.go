@@ -9,14 +9,18 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"sync"
 	"syscall"
 	"time"
 
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/metrics"
 	"github.com/anarchon/anarchon/internal/runner"
 	"github.com/anarchon/anarchon/internal/scheduler"
 )
@@ -29,45 +33,108 @@ type Options struct {
 	Supervisor []string
 	// Environ is the environment handed to jobs.
 	Environ []string
-	// Reload loads the crontab again (on SIGHUP); it returns *config.Errors
-	// for an invalid file.
+	// Reload loads the crontab again (on SIGHUP, or when the file changes
+	// with watch: true); it returns config.Errors for an invalid file.
 	Reload func() (*config.Config, error)
 }
 
 // Run runs the daemon until SIGTERM or SIGINT (or ctx), then stops
-// gracefully (SPEC §4).
+// gracefully (SPEC §4). It tells systemd (when NOTIFY_SOCKET is set) READY
+// once the store answered and the crontab is scheduled, RELOADING and READY
+// around a reload, STOPPING when the stop begins, and pings its watchdog.
 func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	log := o.Log
+	m := metrics.New(o.Clock, cfg.Backend.Type)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	var serving sync.WaitGroup
+	sctx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() { stopServing(); serving.Wait() }()
+	if cfg.Metrics.Listen != "" {
+		ln, err := m.Listen(cfg.Metrics.Listen)
+		if err != nil {
+			return err
+		}
+		log.Info("serving /metrics, /healthz and /readyz", zap.String("addr", ln.Addr().String()))
+		serving.Go(func() {
+			if err := m.Serve(sctx, ln); err != nil {
+				log.Error("metrics server stopped", zap.Error(err))
+			}
+		})
+	}
+	notify(log, "STATUS=opening the store")
 	b, err := openStore(ctx, cfg, o.Clock, log)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	m.StoreAnswered()
 
+	rh := m.RunnerHooks()
 	r := &runner.Runner{
 		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance,
-		Supervisor: o.Supervisor, BaseEnv: o.Environ,
+		Supervisor: o.Supervisor, BaseEnv: o.Environ, Hooks: rh,
 	}
 	s, err := scheduler.New(scheduler.Options{
 		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance, Executor: r,
 		ShutdownGrace: cfg.ShutdownGrace, Retention: cfg.Backend.Retention,
+		Hooks: m.SchedulerHooks(),
 	}, cfg.Jobs)
 	if err != nil {
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	reloads := make(chan string, 1)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go reloadOnHUP(ctx, hup, cfg, s, o.Reload, log)
+	var workers sync.WaitGroup
+	defer workers.Wait()
+	wctx, cancelWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWorkers()
+	workers.Go(func() {
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-hup:
+				trigger(reloads, "SIGHUP")
+			}
+		}
+	})
+	if cfg.Watch {
+		if err := watchFile(wctx, &workers, cfg.File, o.Clock, log, func() { trigger(reloads, "file changed") }); err != nil {
+			return err
+		}
+	}
+	workers.Go(func() { reloadLoop(wctx, reloads, cfg, s, o.Reload, m, log) })
+	workers.Go(func() { probeStore(wctx, b, o.Clock, m, log) })
+	workers.Go(func() { watchdog(wctx, o.Clock) })
+	workers.Go(func() {
+		select {
+		case <-ctx.Done():
+		case <-wctx.Done():
+		}
+		m.SetReady(false)
+		notify(log, "STOPPING=1")
+	})
 
 	log.Info("anarchond started", zap.String("instance", cfg.Instance), zap.String("backend", cfg.Backend.Type),
 		zap.Int("jobs", len(cfg.Jobs)), zap.String("config", cfg.File))
+	m.SetReady(true)
+	notify(log, fmt.Sprintf("READY=1\nSTATUS=scheduling %d job(s) on %s", len(cfg.Jobs), cfg.Backend.Type))
 	err = s.Run(ctx)
+	cancelWorkers()
 	log.Info("anarchond stopped")
 	return err
+}
+
+// trigger asks for a reload; one pending request is enough.
+func trigger(reloads chan<- string, why string) {
+	select {
+	case reloads <- why:
+	default:
+	}
 }
 
 // openStore opens the backend. A store reached over the network that does
@@ -108,38 +175,93 @@ func openStore(ctx context.Context, cfg *config.Config, clk clock.Clock, log *za
 	}
 }
 
-// reloadOnHUP loads the crontab again on each SIGHUP. A valid file replaces
-// the jobs; an invalid one is logged with every problem and the old crontab
-// keeps running. Changes outside jobs (backend, instance) need a restart.
-func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, cur *config.Config, s *scheduler.Scheduler, load func() (*config.Config, error), log *zap.Logger) {
+// reloadLoop loads the crontab again on each request (SIGHUP, or the file
+// changed with watch: true). A valid file replaces the jobs; an invalid one
+// is logged with every problem and counted, and the old crontab keeps
+// running. Changes outside jobs (backend, instance) need a restart.
+func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, s *scheduler.Scheduler, load func() (*config.Config, error), m *metrics.Metrics, log *zap.Logger) {
 	for {
+		var why string
 		select {
 		case <-ctx.Done():
 			return
-		case <-hup:
+		case why = <-reloads:
 		}
 		if load == nil {
 			continue
 		}
+		notify(log, reloadingState())
 		next, err := load()
+		if err == nil {
+			err = s.Reload(ctx, next.Jobs)
+		}
+		m.Reloaded(err)
 		if err != nil {
 			var errs config.Errors
 			if errors.As(err, &errs) {
 				for _, e := range errs {
-					log.Error("reload refused: the old crontab keeps running", zap.String("problem", e.Error()))
+					log.Error("reload refused: the old crontab keeps running", zap.String("cause", why), zap.String("problem", e.Error()))
 				}
 			} else {
-				log.Error("reload refused: the old crontab keeps running", zap.Error(err))
+				log.Error("reload refused: the old crontab keeps running", zap.String("cause", why), zap.Error(err))
 			}
+			notify(log, "READY=1\nSTATUS=reload refused; the old crontab keeps running")
 			continue
 		}
 		if !reflect.DeepEqual(next.Backend, cur.Backend) {
 			log.Warn("reload: backend changes take effect after a restart; jobs are reloaded")
 		}
-		if err := s.Reload(ctx, next.Jobs); err != nil {
-			log.Error("reload refused: the old crontab keeps running", zap.Error(err))
-			continue
-		}
+		log.Info("crontab reloaded", zap.String("cause", why), zap.Int("jobs", len(next.Jobs)))
+		notify(log, fmt.Sprintf("READY=1\nSTATUS=scheduling %d job(s)", len(next.Jobs)))
 		cur = next
 	}
+}
+
+// probeInterval is how often an idle daemon asks its store whether it
+// answers, so that /healthz reflects the store between claims.
+const probeInterval = 15 * time.Second
+
+// probeStore lists one run when nothing else reached the store lately.
+func probeStore(ctx context.Context, b claim.Backend, clk clock.Clock, m *metrics.Metrics, log *zap.Logger) {
+	for clock.Sleep(ctx, clk, probeInterval) == nil {
+		if clk.Now().Sub(m.LastAnswer()) < probeInterval {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, probeInterval)
+		_, err := b.ListRuns(pctx, claim.ListQuery{Limit: 1})
+		cancel()
+		if err == nil {
+			m.StoreAnswered()
+		} else if ctx.Err() == nil {
+			log.Debug("store probe failed", zap.Error(err))
+		}
+	}
+}
+
+// watchdog pings systemd's watchdog at half its interval, when enabled.
+func watchdog(ctx context.Context, clk clock.Clock) {
+	interval, err := sddaemon.SdWatchdogEnabled(false)
+	if err != nil || interval <= 0 {
+		return
+	}
+	for clock.Sleep(ctx, clk, interval/2) == nil {
+		sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog) //nolint:errcheck // nothing to do about it
+	}
+}
+
+// notify sends state to systemd; without NOTIFY_SOCKET it does nothing.
+func notify(log *zap.Logger, state string) {
+	if _, err := sddaemon.SdNotify(false, state); err != nil {
+		log.Warn("systemd notification failed", zap.String("state", state), zap.Error(err))
+	}
+}
+
+// reloadingState is RELOADING=1 with the monotonic timestamp systemd wants
+// with it.
+func reloadingState() string {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return "RELOADING=1"
+	}
+	return fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", ts.Nano()/1000)
 }

@@ -33,6 +33,8 @@ type heartbeat struct {
 	retry    time.Duration
 	margin   time.Duration
 	events   chan hbEvent // buffered: one event, then run returns
+	// observe, if set, sees every renewal's answer (metrics).
+	observe func(res claim.Result, err error)
 }
 
 // newHeartbeat returns the heartbeat of fence's lease; interval <= 0 means
@@ -147,6 +149,9 @@ func (h *heartbeat) run(ctx context.Context, anchor time.Time) {
 			}()
 			beat.Reset(h.interval)
 		case rr := <-results:
+			if h.observe != nil && ctx.Err() == nil {
+				h.observe(rr.res, rr.err)
+			}
 			inFlight = slices.DeleteFunc(inFlight, func(c *call) bool {
 				if c.id == rr.id {
 					c.cancel()

@@ -75,6 +75,18 @@ import (
 
 // Runner runs won attempts. One Runner serves every job of a daemon; Run is
 // safe for concurrent use.
+// Hooks observe a runner.
+type Hooks struct {
+	// Started is called when the command has been forked.
+	Started func(e Execution, at time.Time)
+	// Renewed is called with every answered or failed lease renewal:
+	// result is "ok", "failed" or "fenced"; res is the store's answer.
+	Renewed func(result string, res claim.Result, err error)
+	// StoreError is called with every failed call to the store after the
+	// command started (op: renew, finish, release).
+	StoreError func(op string, err error)
+}
+
 type Runner struct {
 	// Backend records results (Finish). When it is also a claim.Leaser the
 	// runner heartbeats the lease, fences itself, and releases on a hard stop.
@@ -93,6 +105,8 @@ type Runner struct {
 	// BaseEnv is the environment every job starts from (the daemon's own,
 	// os.Environ()).
 	BaseEnv []string
+	// Hooks observe the runner (metrics); every field may be nil.
+	Hooks Hooks
 
 	// geteuid replaces os.Geteuid in tests of the root check.
 	geteuid func() int
@@ -214,6 +228,9 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 	if err != nil {
 		return r.notStarted(ctx, clk, log, e, start, err)
 	}
+	if r.Hooks.Started != nil {
+		r.Hooks.Started(e, clk.Now())
+	}
 	if e.LeaseUntil.IsZero() {
 		log.Info("job started", zap.Int("pid", p.pid))
 	} else {
@@ -227,6 +244,7 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 	hbDone := make(chan struct{})
 	if leaser != nil && job.Lease > 0 {
 		h := newHeartbeat(leaser, clk, log, e.Fence, job.Lease, job.Heartbeat)
+		h.observe = r.observeRenewal
 		hbEvents = h.events
 		go func() {
 			defer close(hbDone)
@@ -382,6 +400,23 @@ func (r *Runner) notStarted(ctx context.Context, clk clock.Clock, log *zap.Logge
 	return rep
 }
 
+// observeRenewal passes a renewal's outcome to the hooks.
+func (r *Runner) observeRenewal(res claim.Result, err error) {
+	result := "ok"
+	switch {
+	case errors.Is(err, claim.ErrFenced):
+		result = "fenced"
+	case err != nil:
+		result = "failed"
+		if r.Hooks.StoreError != nil {
+			r.Hooks.StoreError("renew", err)
+		}
+	}
+	if r.Hooks.Renewed != nil {
+		r.Hooks.Renewed(result, res, err)
+	}
+}
+
 // proveLease renews e's lease before its command starts and returns the
 // instant the renewal was sent, from which the lease counts. A renewal that
 // fails leaves the command unstarted: fenced, or unproven (a backup takes
@@ -392,6 +427,7 @@ func (r *Runner) proveLease(ctx context.Context, clk clock.Clock, log *zap.Logge
 	cctx, cancel := withClockTimeout(ctx, clk, callTimeout(e.Job))
 	res, err := leaser.Renew(cctx, e.Fence, e.Job.Lease)
 	cancel()
+	r.observeRenewal(res, err)
 	switch {
 	case errors.Is(err, claim.ErrFenced):
 		log.Warn("job not started: the run belongs to another attempt", zap.Error(err))
@@ -442,7 +478,11 @@ func (r *Runner) hardStop(ctx context.Context, clk clock.Clock, log *zap.Logger,
 // until giveUp is closed.
 func (r *Runner) record(ctx context.Context, clk clock.Clock, log *zap.Logger, f claim.Fence, fin claim.Finish, window, perCall time.Duration, giveUp <-chan struct{}) (recorded, fenced bool, err error) {
 	attempts, err := retry(ctx, clk, window, perCall, giveUp, func(ctx context.Context) error {
-		return r.Backend.Finish(ctx, f, fin)
+		err := r.Backend.Finish(ctx, f, fin)
+		if err != nil && !errors.Is(err, claim.ErrFenced) && r.Hooks.StoreError != nil {
+			r.Hooks.StoreError("finish", err)
+		}
+		return err
 	}, func(err error) { log.Warn("recording the result failed; retrying", zap.Error(err)) })
 	switch {
 	case err == nil:

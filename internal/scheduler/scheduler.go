@@ -32,8 +32,10 @@ type Executor interface {
 type Hooks struct {
 	// Claimed is called with every answered claim.
 	Claimed func(job string, slot time.Time, res claim.Result, took time.Duration)
-	// ClaimFailed is called with every claim that got no answer.
-	ClaimFailed func(job string, slot time.Time, err error)
+	// StoreError is called with every failed call to the store (op: claim,
+	// read, prune); StoreOK with every answered one.
+	StoreError func(op string, err error)
+	StoreOK    func(op string)
 	// Missed is called when n slots of job were older than maxLate.
 	Missed func(job string, n int)
 	// Finished is called with the report of every execution.
@@ -105,7 +107,7 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 		reload: make(chan []*entry),
 		jobs:   entries,
 	}
-	s.health.log, s.health.clock = o.Log, o.Clock
+	s.health.log, s.health.clock, s.health.hooks = o.Log, o.Clock, &s.o.Hooks
 	s.leaser, _ = o.Backend.(claim.Leaser)
 	return s, nil
 }
@@ -334,9 +336,6 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 			return answered{}, false
 		}
 		s.health.failed("claim", err)
-		if s.o.Hooks.ClaimFailed != nil {
-			s.o.Hooks.ClaimFailed(job.Name, slot, err)
-		}
 		if first && s.o.Clock.Now().Sub(slot) > job.MaxLate {
 			log.Warn("claim abandoned: no answer from the store before the slot became late", zap.Error(err))
 			if s.o.Hooks.Missed != nil {
@@ -454,6 +453,7 @@ func (s *Scheduler) pruneLoop(ctx context.Context, p claim.Pruner) {
 type health struct {
 	log      *zap.Logger
 	clock    clock.Clock
+	hooks    *Hooks
 	mu       sync.Mutex
 	down     bool
 	since    time.Time // when the outage began
@@ -465,6 +465,9 @@ type health struct {
 const healthSettle = 3 * time.Second
 
 func (h *health) failed(op string, err error) {
+	if h.hooks.StoreError != nil {
+		h.hooks.StoreError(op, err)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastFail = h.clock.Now()
@@ -475,6 +478,9 @@ func (h *health) failed(op string, err error) {
 }
 
 func (h *health) ok(op string) {
+	if h.hooks.StoreOK != nil {
+		h.hooks.StoreOK(op)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if now := h.clock.Now(); h.down && now.Sub(h.lastFail) >= healthSettle {

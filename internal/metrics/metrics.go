@@ -1,0 +1,228 @@
+// Package metrics exports what the daemon does as Prometheus metrics, and
+// serves /metrics, /healthz (the store answered recently) and /readyz (the
+// daemon is scheduling).
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/runner"
+	"github.com/anarchon/anarchon/internal/scheduler"
+)
+
+// Metrics holds the daemon's collectors on their own registry.
+type Metrics struct {
+	Registry *prometheus.Registry
+	clock    clock.Clock
+	backend  string
+
+	claims        *prometheus.CounterVec
+	runs          *prometheus.CounterVec
+	runDuration   *prometheus.HistogramVec
+	scheduleLag   prometheus.Histogram
+	claimDuration *prometheus.HistogramVec
+	renewals      *prometheus.CounterVec
+	fenced        prometheus.Counter
+	missed        *prometheus.CounterVec
+	storeErrors   *prometheus.CounterVec
+	clockSkew     prometheus.Gauge
+	reloads       *prometheus.CounterVec
+
+	mu      sync.Mutex
+	storeOK time.Time // the store's last answer
+	ready   bool
+}
+
+// New registers the collectors, with Go runtime and process metrics.
+func New(c clock.Clock, backend string) *Metrics {
+	r := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { r.MustRegister(c) }
+	m := &Metrics{Registry: r, clock: c, backend: backend}
+	m.claims = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_claims_total",
+		Help: "Claims answered, by job and outcome (won, lost, running, done, late, overlap, unknown)."}, []string{"job", "outcome"})
+	m.runs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_runs_total",
+		Help: "Executions by job and status (succeeded, failed, timeout, interrupted, fenced, stopped)."}, []string{"job", "status"})
+	m.runDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "anarchon_run_duration_seconds",
+		Help: "How long executions ran.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"job"})
+	m.scheduleLag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "anarchon_schedule_lag_seconds",
+		Help: "From a slot's time to the fork of its command.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
+	m.claimDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "anarchon_claim_duration_seconds",
+		Help: "Round trip of one answered claim.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"backend"})
+	m.renewals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_lease_renewals_total",
+		Help: "Lease renewals by result (ok, failed, fenced)."}, []string{"result"})
+	m.fenced = prometheus.NewCounter(prometheus.CounterOpts{Name: "anarchon_fenced_total",
+		Help: "Executions stopped because another attempt owns the run, or the lease could not be kept."})
+	m.missed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_missed_slots_total",
+		Help: "Slots not claimed within maxLate (after a pause, or a store outage)."}, []string{"job"})
+	m.storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_backend_errors_total",
+		Help: "Failed calls to the store by operation."}, []string{"op"})
+	m.clockSkew = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anarchon_clock_skew_seconds",
+		Help: "This instance's clock minus the store's, from the lease backends' answers (includes up to one network trip)."})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_config_reloads_total",
+		Help: "Crontab reloads by result (ok, error)."}, []string{"result"})
+	for _, c := range []prometheus.Collector{m.claims, m.runs, m.runDuration, m.scheduleLag, m.claimDuration,
+		m.renewals, m.fenced, m.missed, m.storeErrors, m.clockSkew, m.reloads} {
+		f(c)
+	}
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Known label values start at zero, so that rates and alerts see them.
+	for _, r := range []string{"ok", "error"} {
+		m.reloads.WithLabelValues(r)
+	}
+	for _, r := range []string{"ok", "failed", "fenced"} {
+		m.renewals.WithLabelValues(r)
+	}
+	for _, op := range []string{"claim", "read", "renew", "finish", "prune"} {
+		m.storeErrors.WithLabelValues(op)
+	}
+	return m
+}
+
+// skew records local now minus the store's now.
+func (m *Metrics) skew(storeNow time.Time) {
+	if !storeNow.IsZero() {
+		m.clockSkew.Set(m.clock.Now().Sub(storeNow).Seconds())
+	}
+}
+
+func (m *Metrics) answered() {
+	m.mu.Lock()
+	m.storeOK = m.clock.Now()
+	m.mu.Unlock()
+}
+
+// SchedulerHooks observe claims, misses, executions and the store.
+func (m *Metrics) SchedulerHooks() scheduler.Hooks {
+	return scheduler.Hooks{
+		Claimed: func(job string, _ time.Time, res claim.Result, took time.Duration) {
+			m.claims.WithLabelValues(job, string(res.Outcome)).Inc()
+			m.claimDuration.WithLabelValues(m.backend).Observe(took.Seconds())
+			m.skew(res.StoreNow)
+		},
+		Missed: func(job string, n int) { m.missed.WithLabelValues(job).Add(float64(n)) },
+		Finished: func(job string, _ time.Time, rep runner.Report) {
+			status := string(rep.Status)
+			switch {
+			case rep.Fenced:
+				status = "fenced"
+				m.fenced.Inc()
+			case status == "":
+				status = "stopped"
+			}
+			m.runs.WithLabelValues(job, status).Inc()
+			m.runDuration.WithLabelValues(job).Observe(rep.Duration.Seconds())
+		},
+		StoreError: func(op string, _ error) { m.storeErrors.WithLabelValues(op).Inc() },
+		StoreOK:    func(string) { m.answered() },
+	}
+}
+
+// RunnerHooks observe forks, renewals and the store.
+func (m *Metrics) RunnerHooks() runner.Hooks {
+	return runner.Hooks{
+		Started: func(e runner.Execution, at time.Time) { m.scheduleLag.Observe(at.Sub(e.Slot).Seconds()) },
+		Renewed: func(result string, res claim.Result, _ error) {
+			m.renewals.WithLabelValues(result).Inc()
+			if result != "failed" {
+				m.answered()
+				m.skew(res.StoreNow)
+			}
+		},
+		StoreError: func(op string, _ error) { m.storeErrors.WithLabelValues(op).Inc() },
+	}
+}
+
+// Reloaded counts a crontab reload.
+func (m *Metrics) Reloaded(err error) {
+	if err != nil {
+		m.reloads.WithLabelValues("error").Inc()
+		return
+	}
+	m.reloads.WithLabelValues("ok").Inc()
+}
+
+// StoreAnswered notes that the store answered (a health probe).
+func (m *Metrics) StoreAnswered() { m.answered() }
+
+// LastAnswer is when the store last answered.
+func (m *Metrics) LastAnswer() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.storeOK
+}
+
+// SetReady marks the daemon as scheduling (true) or stopping (false).
+func (m *Metrics) SetReady(ready bool) {
+	m.mu.Lock()
+	m.ready = ready
+	m.mu.Unlock()
+}
+
+// HealthWindow is how recently the store must have answered for /healthz.
+const HealthWindow = time.Minute
+
+// Handler serves /metrics, /healthz and /readyz.
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		last := m.LastAnswer()
+		if last.IsZero() {
+			http.Error(w, "the store has not answered yet", http.StatusServiceUnavailable)
+			return
+		}
+		if age := m.clock.Now().Sub(last); age > HealthWindow {
+			http.Error(w, fmt.Sprintf("the store last answered %s ago", age.Round(time.Second)), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		m.mu.Lock()
+		ready := m.ready
+		m.mu.Unlock()
+		if !ready {
+			http.Error(w, "not scheduling", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// Listen binds addr; Serve then serves on it until ctx ends.
+func (m *Metrics) Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics.listen %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// Serve serves the handler on ln until ctx ends.
+func (m *Metrics) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx) //nolint:errcheck // best effort at exit
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
