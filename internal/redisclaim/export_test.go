@@ -1,6 +1,13 @@
 package redisclaim
 
-import "github.com/redis/go-redis/v9"
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/config"
+)
 
 // NewClient makes the client New would make for rawURL, for tests that
 // inspect the server directly.
@@ -14,3 +21,20 @@ func NewClient(rawURL, passwordFile string) (redis.UniversalClient, Topology, er
 
 // LeaseClaimSHA is the SHA1 of the claim script, as EVALSHA sends it.
 var LeaseClaimSHA = leaseClaim.Hash()
+
+// IDMPArgs is the idmp claim's XADD for req on namespace ns, as go-redis
+// would send it (built in a pipeline that is never run).
+func IDMPArgs(ns string, req claim.Request) []any {
+	b := &ClaimOnly{ns: ns, maxLen: DefaultHistoryMaxLen, idmpMax: config.IDMPMaxSize}
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	return c.Pipeline().XAdd(context.Background(), b.idmpArgs(req)).Args()
+}
+
+// HasToken is hasToken.
+var HasToken = hasToken
+
+// IDMPSetup runs the idmp strategy's stream setup script on key.
+func IDMPSetup(ctx context.Context, c redis.UniversalClient, key string, durationSec, maxSize int64) ([]any, error) {
+	return idmpSetup.Run(ctx, c, []string{key}, durationSec, maxSize).Slice()
+}

@@ -4,8 +4,13 @@
 //
 //   - lease (lease.go): the lease decision table of SPEC §3.1 as one Lua
 //     script per operation; a claim.Leaser and claim.Pruner.
-//   - stream-id, idmp, script, auto (SPEC §3.2): claim-only strategies, not
-//     built yet; the factory refuses them with a clear error.
+//   - stream-id, idmp, script, auto (claimonly.go, streamid.go, idmp.go,
+//     script.go, results.go): the claim-only strategies of SPEC §3.2, one
+//     claim.Backend type, ClaimOnly (NewClaimOnly); auto runs idmp where the
+//     server has XADD IDMP (Redis 8.6+) and script elsewhere.
+//
+// CheckStrategy answers, for anarchond validate, whether a server can run a
+// strategy and which one auto picks, without opening a backend.
 //
 // # Connecting
 //
@@ -57,7 +62,11 @@
 //
 // The lease strategy needs Redis 7.0 or later (EVALSHA_RO for the cheap
 // read; Valkey 7.2 and later report themselves as Redis 7.2); New refuses an
-// older server, naming its version.
+// older server, naming its version. stream-id runs on any Redis with
+// streams (5.0); script needs 6.2 (XADD MINID, exclusive XREVRANGE ranges);
+// idmp needs XADD IDMP (Redis 8.6), which is asked of the server itself
+// (COMMAND DOCS XADD). In a Cluster the check asks one node: upgrade every
+// node before switching to idmp.
 package redisclaim
 
 import (
@@ -68,6 +77,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -102,8 +112,14 @@ func open(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
 	switch c.Strategy {
 	case StrategyLease, "":
 		return New(ctx, o)
+	case StrategyStreamID, StrategyIDMP, StrategyScript, StrategyAuto:
+		o.Strategy = c.Strategy
+		o.IDMPDuration = time.Duration(c.DurationSec) * time.Second
+		o.IDMPMaxSize = config.IDMPMaxSize
+		o.Window = time.Duration(c.WindowMs) * time.Millisecond
+		return NewClaimOnly(ctx, o)
 	default:
-		return nil, fmt.Errorf("redis strategy %q is not available yet", c.Strategy)
+		return nil, fmt.Errorf("unknown redis strategy %q (want lease, stream-id, idmp, script or auto)", c.Strategy)
 	}
 }
 
@@ -122,8 +138,25 @@ type Options struct {
 	// "{" or "}", which would break the keys' cluster hash tags.
 	Namespace string
 	// HistoryMaxLen caps each job's history stream (XADD MAXLEN ~; default
-	// 10000 events).
+	// 10000 events); on the claim-only strategies, each job's results
+	// stream and its stream of claims (stream-id; idmp keeps at least
+	// IDMPMaxSize; script keeps its window instead).
 	HistoryMaxLen int64
+	// Strategy is the claim-only strategy NewClaimOnly opens: stream-id,
+	// idmp, script or auto (backend.redis.strategy). New (the lease
+	// strategy) ignores it and the three below.
+	Strategy string
+	// IDMPDuration is how long the idmp strategy's streams remember a
+	// claim (XCFGSET IDMP-DURATION; whole seconds, 1s to 24h; default 1h:
+	// backend.redis.strategyOptions.durationSec).
+	IDMPDuration time.Duration
+	// IDMPMaxSize is the idmp strategy's IDMP-MAXSIZE, the claims a job's
+	// stream remembers at most (1 to 10000; default config.IDMPMaxSize,
+	// which configuration validation assumes).
+	IDMPMaxSize int64
+	// Window is how far back the script strategy looks for a claim of the
+	// slot (default 1h: backend.redis.strategyOptions.windowMs).
+	Window time.Duration
 	// Log receives connection and takeover messages; nil discards them.
 	// The first backend given a Log also routes go-redis's own (global)
 	// log messages to it.

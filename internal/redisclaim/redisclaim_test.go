@@ -170,8 +170,12 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// raceNamespaceEnv names the namespace of the process race in the children.
-const raceNamespaceEnv = "REDISCLAIM_RACE_NAMESPACE"
+// raceNamespaceEnv names the namespace of the process race in the children;
+// raceStrategyEnv its strategy (empty: lease).
+const (
+	raceNamespaceEnv = "REDISCLAIM_RACE_NAMESPACE"
+	raceStrategyEnv  = "REDISCLAIM_RACE_STRATEGY"
+)
 
 // TestProcessRace: 3 processes × 4 goroutines, each process with its own
 // connections, claim the same 100 slots: Redis alone picks the winners.
@@ -191,7 +195,12 @@ func TestProcessRace(t *testing.T) {
 func TestHelperProcess(t *testing.T) {
 	claimtest.HelperProcess(t, claimtest.HelperOptions{
 		Open: func(ctx context.Context) (claim.Backend, error) {
-			return redisclaim.New(ctx, redisclaim.Options{URL: testURL(), Namespace: os.Getenv(raceNamespaceEnv)})
+			o := redisclaim.Options{URL: testURL(), Namespace: os.Getenv(raceNamespaceEnv)}
+			if s := os.Getenv(raceStrategyEnv); s != "" && s != redisclaim.StrategyLease {
+				o.Strategy = s
+				return redisclaim.NewClaimOnly(ctx, o)
+			}
+			return redisclaim.New(ctx, o)
 		},
 	})
 }
@@ -649,8 +658,9 @@ func TestBadNames(t *testing.T) {
 	}
 }
 
-// TestFactory: backend.type redis opens the lease strategy, and refuses the
-// strategies not built yet.
+// TestFactory: backend.type redis opens the strategy the config names:
+// lease a claim.Leaser, the claim-only ones a ClaimOnly (auto resolved);
+// idmp on a server without XADD IDMP is a clear error.
 func TestFactory(t *testing.T) {
 	cfg := func(strategy string) *config.Config {
 		return &config.Config{Namespace: newNamespace(t), Backend: config.Backend{Type: "redis",
@@ -665,11 +675,34 @@ func TestFactory(t *testing.T) {
 		t.Fatalf("strategy lease must open a claim.Leaser, got %T", b)
 	}
 	mustWin(t, b, request("factory", time.Now().UnixMilli()), 1)
+	idmp := serverHasIDMP(t)
 	for _, s := range []string{"stream-id", "idmp", "script", "auto"} {
-		_, err := claim.Open(t.Context(), claim.OpenParams{Config: cfg(s)})
-		if want := fmt.Sprintf("redis strategy %q is not available yet", s); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("strategy %s: want an error containing %q, got %v", s, want, err)
+		want := s
+		if s == "auto" {
+			want = map[bool]string{true: "idmp", false: "script"}[idmp]
 		}
+		b, err := claim.Open(t.Context(), claim.OpenParams{Config: cfg(s)})
+		if s == "idmp" && !idmp {
+			if err == nil || !strings.Contains(err.Error(), "redis strategy idmp needs Redis 8.6 or later (XADD IDMP)") {
+				t.Errorf("strategy idmp on a server without IDMP: want the clear error, got %v", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("open strategy %s: %v", s, err)
+			continue
+		}
+		co, ok := b.(*redisclaim.ClaimOnly)
+		if !ok || co.Strategy() != want {
+			t.Errorf("strategy %s: want a ClaimOnly running %s, got %T", s, want, b)
+		}
+		if _, ok := b.(claim.Leaser); ok {
+			t.Errorf("strategy %s must not open a claim.Leaser", s)
+		}
+		b.Close()
+	}
+	if _, err := claim.Open(t.Context(), claim.OpenParams{Config: cfg("bogus")}); err == nil || !strings.Contains(err.Error(), `unknown redis strategy "bogus"`) {
+		t.Errorf("an unknown strategy must be refused: %v", err)
 	}
 }
 
