@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/anarchon/anarchon/internal/testserver"
 )
 
 const goodJobs = `jobs:
@@ -71,7 +73,7 @@ func TestBadInput(t *testing.T) {
 			`(?m)^c\.yaml: file is writable by group or others \(mode 0666\); fix with chmod go-w, or pass --insecure-allow-writable-config for development$`},
 		{"world-writable crontab refused by run", goodJobs, 0o666, []string{"run"}, 2,
 			`(?m)^c\.yaml: file is writable by group or others`},
-		{"unwritable database path", "backend:\n  sqlite: {path: /nonexistent/dir/x.db}\n" + goodJobs, 0o644, []string{"run"}, 1,
+		{"unwritable database path", "metrics: {listen: \"\"}\nbackend:\n  sqlite: {path: /nonexistent/dir/x.db}\n" + goodJobs, 0o644, []string{"run"}, 1,
 			`^anarchond: open sqlite backend: open sqlite database "/nonexistent/dir/x.db": unable to open database file: no such file or directory\n$`},
 		{"unwritable database path in status", "backend:\n  sqlite: {path: /nonexistent/dir/x.db}\n" + goodJobs, 0o644, []string{"status"}, 1,
 			`^anarchond: open sqlite backend: open sqlite database "/nonexistent/dir/x.db"`},
@@ -245,5 +247,22 @@ func TestVersion(t *testing.T) {
 	code, out, _ := run(t, t.TempDir(), "version")
 	if code != 0 || !regexp.MustCompile(`^anarchond \S+\ncommit \S+\ngo1\.\d+`).MatchString(out) {
 		t.Fatalf("exit %d, stdout %q", code, out)
+	}
+}
+
+// On this Redis (7.x), idmp is refused with the server's version and a
+// suggestion, and auto shows the strategy it picks.
+func TestValidateRedisStrategies(t *testing.T) {
+	testserver.Redis.Require(t, "")
+	dir := t.TempDir()
+	writeFile(t, dir, "idmp.yaml", "backend:\n  type: redis\n  redis: {strategy: idmp}\n"+goodJobs, 0o644)
+	code, _, stderr := run(t, dir, "validate", "--config", "idmp.yaml")
+	if code != 1 || !regexp.MustCompile(`redis strategy idmp needs Redis 8\.6 or later \(XADD IDMP\); this server is 7\.[0-9.]+: use strategy "script"`).MatchString(stderr) {
+		t.Fatalf("idmp on Redis 7: exit %d, stderr %q", code, stderr)
+	}
+	writeFile(t, dir, "auto.yaml", "namespace: validate-auto\nbackend:\n  type: redis\n  redis: {strategy: auto}\n"+goodJobs, 0o644)
+	code, out, stderr := run(t, dir, "validate", "--config", "auto.yaml")
+	if code != 0 || !strings.Contains(out, "auto.yaml: redis strategy auto: using script on this server\n") {
+		t.Fatalf("auto: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }

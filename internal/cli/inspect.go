@@ -13,6 +13,7 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/redisclaim"
 	"github.com/anarchon/anarchon/internal/schedule"
 	"github.com/anarchon/anarchon/internal/status"
 )
@@ -41,6 +42,15 @@ func newValidateCmd(env Env) *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), 15*time.Second)
 			defer cancel()
+			if r := cfg.Backend.Redis; cfg.Backend.Type == "redis" {
+				eff, err := redisclaim.CheckStrategy(ctx, r.URL, r.PasswordFile, r.Strategy)
+				if err != nil {
+					return runtimeError(fmt.Errorf("%s: the store cannot be used: %w", cfg.File, err))
+				}
+				if eff != r.Strategy {
+					fmt.Fprintf(env.Stdout, "%s: redis strategy %s: using %s on this server\n", cfg.File, r.Strategy, eff)
+				}
+			}
 			b, err := claim.Open(ctx, claim.OpenParams{Config: cfg, Log: zap.NewNop()})
 			if err != nil {
 				return runtimeError(fmt.Errorf("%s: the store cannot be used: %w", cfg.File, err))

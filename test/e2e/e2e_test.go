@@ -69,6 +69,9 @@ func params(st store, dir string) testscript.Params {
 			// a job that fires once while the script runs.
 			soon := time.Now().UTC().Add(2 * time.Second)
 			env.Setenv("SOON", fmt.Sprintf("%d %d %d * * *", soon.Second(), soon.Minute(), soon.Hour()))
+			// Several daemons run on this host: each serves its metrics on
+			// a port of its own.
+			env.Setenv("ANARCHON_METRICS_LISTEN", "127.0.0.1:0")
 			env.Values[storeKey{}] = st
 			if err := st.setup(env, randomID()); err != nil {
 				return err
