@@ -32,8 +32,8 @@ type Config struct {
 	Watch   bool
 	Metrics Metrics
 	Log     Log
-	Backend       Backend
-	Jobs          []Job
+	Backend Backend
+	Jobs    []Job
 	// Warnings are problems that do not stop the daemon (no jobs, unknown
 	// ANARCHON_* variables, a writable file accepted for development, ...),
 	// one line each, formatted like an Error.
