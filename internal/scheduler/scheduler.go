@@ -224,15 +224,32 @@ func (s *Scheduler) replace(h *slotHeap, fresh []*entry, cursor time.Time) *slot
 }
 
 // dispatchDue starts a claim for every slot due at now.
+//
+// Jobs are claimed concurrently; several slots of one job due together
+// (after a pause, or within maxLate at start) are claimed one after the
+// other in slot order, and run concurrently: on a store that orders claims
+// by slot (Redis stream-id), an earlier slot claimed after a later one
+// would be lost.
 func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup, h *slotHeap, now time.Time) {
+	type batch struct {
+		job   config.Job
+		slots []time.Time
+	}
+	var batches []*batch
+	byJob := map[string]*batch{}
 	for h.Len() > 0 && !(*h)[0].next.After(now) {
 		e := (*h)[0]
 		slot := e.next
 		if now.Sub(slot) > e.job.MaxLate {
 			e.next = s.skipMissed(e, slot, now)
 		} else {
-			job := e.job
-			wg.Go(func() { s.claimAndRun(ctx, runCtx, job, slot) })
+			b := byJob[e.job.Name]
+			if b == nil {
+				b = &batch{job: e.job}
+				byJob[e.job.Name] = b
+				batches = append(batches, b)
+			}
+			b.slots = append(b.slots, slot)
 			e.next = e.sched.Next(slot)
 		}
 		if e.next.IsZero() {
@@ -240,6 +257,14 @@ func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup,
 		} else {
 			heap.Fix(h, 0)
 		}
+	}
+	for _, b := range batches {
+		wg.Go(func() {
+			for _, slot := range b.slots {
+				c, ok := s.claimRetrying(ctx, b.job, slot, claim.NewToken(), true)
+				wg.Go(func() { s.follow(ctx, runCtx, b.job, slot, c, ok) })
+			}
+		})
 	}
 }
 
@@ -267,10 +292,9 @@ func (s *Scheduler) skipMissed(e *entry, first, now time.Time) time.Time {
 	return next
 }
 
-// claimAndRun claims (job, slot) and acts on the answer: run it when won,
+// follow acts on the answer to a claim of (job, slot): run it when won,
 // watch it as a backup when another instance holds its lease.
-func (s *Scheduler) claimAndRun(ctx, runCtx context.Context, job config.Job, slot time.Time) {
-	c, ok := s.claimRetrying(ctx, job, slot, claim.NewToken(), true)
+func (s *Scheduler) follow(ctx, runCtx context.Context, job config.Job, slot time.Time, c answered, ok bool) {
 	for ok {
 		switch c.res.Outcome {
 		case claim.Won:

@@ -405,3 +405,45 @@ func TestReloadAddsAndRemovesJobs(t *testing.T) {
 	}
 	h.none(1)
 }
+
+// recorder remembers the order of the claims it passes on.
+type recorder struct {
+	claim.Backend
+	mu    sync.Mutex
+	slots []int64
+}
+
+func (r *recorder) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
+	r.mu.Lock()
+	r.slots = append(r.slots, req.Slot)
+	r.mu.Unlock()
+	return r.Backend.Claim(ctx, req)
+}
+
+// Slots of one job due together are claimed in slot order (a store that
+// orders claims by slot would lose an earlier slot claimed after a later).
+func TestCatchUpClaimsInSlotOrder(t *testing.T) {
+	h := newHarness(t)
+	j := job("tick", "* * * * * *")
+	j.MaxLate = 10 * time.Second
+	rec := &recorder{Backend: h.store}
+	h.start("a", rec, false, j)
+	for range 10 { // the start's catch-up
+		h.next()
+	}
+	h.awaitTimers(1)
+	h.clk.Advance(5 * time.Second)
+	for range 5 {
+		h.next()
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.slots) != 15 {
+		t.Fatalf("%d claims, want 15", len(rec.slots))
+	}
+	for i := 1; i < len(rec.slots); i++ {
+		if rec.slots[i] <= rec.slots[i-1] {
+			t.Fatalf("claims sent out of slot order: %v", rec.slots)
+		}
+	}
+}
