@@ -75,6 +75,9 @@ type Scheduler struct {
 	reload chan []*entry
 	health health
 	jobs   []*entry // the jobs Run starts with
+	// lastBatch is closed when the job's latest batch of claims is sent;
+	// only the Run loop touches it.
+	lastBatch map[string]chan struct{}
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -102,10 +105,11 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 		return nil, err
 	}
 	s := &Scheduler{
-		o:      o,
-		sem:    make(chan struct{}, o.ClaimConcurrency),
-		reload: make(chan []*entry),
-		jobs:   entries,
+		o:         o,
+		sem:       make(chan struct{}, o.ClaimConcurrency),
+		reload:    make(chan []*entry),
+		jobs:      entries,
+		lastBatch: map[string]chan struct{}{},
 	}
 	s.health.log, s.health.clock, s.health.hooks = o.Log, o.Clock, &s.o.Hooks
 	s.leaser, _ = o.Backend.(claim.Leaser)
@@ -225,11 +229,12 @@ func (s *Scheduler) replace(h *slotHeap, fresh []*entry, cursor time.Time) *slot
 
 // dispatchDue starts a claim for every slot due at now.
 //
-// Jobs are claimed concurrently; several slots of one job due together
-// (after a pause, or within maxLate at start) are claimed one after the
-// other in slot order, and run concurrently: on a store that orders claims
-// by slot (Redis stream-id), an earlier slot claimed after a later one
-// would be lost.
+// Jobs are claimed concurrently; the slots of one job are claimed one after
+// the other in slot order (those due together after a pause or at start,
+// and a slot whose claim is still being re-sent when the next comes due),
+// and run concurrently. On a store that orders claims by slot (Redis
+// stream-id) an earlier slot claimed after a later one would be lost; on
+// every store, a job's claims keep their order.
 func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup, h *slotHeap, now time.Time) {
 	type batch struct {
 		job   config.Job
@@ -259,7 +264,13 @@ func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup,
 		}
 	}
 	for _, b := range batches {
+		prev, done := s.lastBatch[b.job.Name], make(chan struct{})
+		s.lastBatch[b.job.Name] = done
 		wg.Go(func() {
+			defer close(done)
+			if prev != nil {
+				<-prev // the job's earlier slots are claimed first
+			}
 			for _, slot := range b.slots {
 				c, ok := s.claimRetrying(ctx, b.job, slot, claim.NewToken(), true)
 				wg.Go(func() { s.follow(ctx, runCtx, b.job, slot, c, ok) })
