@@ -35,3 +35,22 @@ vet:
 
 clean:
 	rm -rf bin data
+
+# Packages: the .deb and .rpm of bin/anarchond into $(DIST), built by nfpm run
+# through the Go toolchain (nothing to install; nfpm is not in go.mod). The
+# package's version is $(VERSION) when that is a release tag (v1.2.3 or
+# 1.2.3-rc.1, the "v" dropped), else 0.0.0-dev; `make package
+# PKG_VERSION=1.2.3` sets it directly.
+NFPM        ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+DIST        ?= dist
+PKG_VERSION ?= $(shell echo '$(VERSION)' | sed -nE 's/^v?([0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?)$$/\1/p' | grep . || echo 0.0.0-dev)
+
+.PHONY: package
+
+# SQLite is linked in: the binary must be built with cgo, as `make build` does
+# wherever a C compiler is found; here it is required.
+package: export CGO_ENABLED = 1
+package: build ## the .deb and .rpm into dist/ (see docs/operating.md)
+	mkdir -p $(DIST)
+	VERSION='$(PKG_VERSION)' $(NFPM) package --config packaging/nfpm.yaml --packager deb --target $(DIST)/
+	VERSION='$(PKG_VERSION)' $(NFPM) package --config packaging/nfpm.yaml --packager rpm --target $(DIST)/

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -70,10 +72,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	defer b.Close()
 	m.StoreAnswered()
 
-	rh := m.RunnerHooks()
 	r := &runner.Runner{
 		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance,
-		Supervisor: o.Supervisor, BaseEnv: o.Environ, Hooks: rh,
+		Supervisor: o.Supervisor, BaseEnv: jobEnviron(o.Environ), Hooks: m.RunnerHooks(),
 	}
 	s, err := scheduler.New(scheduler.Options{
 		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance, Executor: r,
@@ -127,6 +128,19 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	cancelWorkers()
 	log.Info("anarchond stopped")
 	return err
+}
+
+// jobEnviron is the daemon's environment without what systemd handed the
+// daemon alone: a job must not notify or feed systemd for it.
+func jobEnviron(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		for _, p := range []string{"NOTIFY_SOCKET=", "WATCHDOG_USEC=", "WATCHDOG_PID="} {
+			if strings.HasPrefix(kv, p) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // trigger asks for a reload; one pending request is enough.

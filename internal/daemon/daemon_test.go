@@ -220,3 +220,10 @@ func readFile(t *testing.T, name string) string {
 	}
 	return string(data)
 }
+
+func TestJobEnvironHidesSystemd(t *testing.T) {
+	got := jobEnviron([]string{"PATH=/bin", "NOTIFY_SOCKET=/run/systemd/notify", "WATCHDOG_USEC=30000000", "WATCHDOG_PID=1", "HOME=/root"})
+	if strings.Join(got, " ") != "PATH=/bin HOME=/root" {
+		t.Fatalf("jobEnviron = %v", got)
+	}
+}
