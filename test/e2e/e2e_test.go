@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +71,12 @@ func params(st store, dir string) testscript.Params {
 			// a job that fires once while the script runs.
 			soon := time.Now().UTC().Add(2 * time.Second)
 			env.Setenv("SOON", fmt.Sprintf("%d %d %d * * *", soon.Second(), soon.Minute(), soon.Hour()))
+			// SOON3 fires three times, on consecutive seconds of one minute
+			// starting two seconds or more from now.
+			if soon.Second() > 57 {
+				soon = soon.Truncate(time.Minute).Add(time.Minute)
+			}
+			env.Setenv("SOON3", fmt.Sprintf("%d-%d %d %d * * *", soon.Second(), soon.Second()+2, soon.Minute(), soon.Hour()))
 			// Several daemons run on this host: each serves its metrics on
 			// a port of its own.
 			env.Setenv("ANARCHON_METRICS_LISTEN", "127.0.0.1:0")
@@ -98,6 +106,7 @@ func params(st store, dir string) testscript.Params {
 			"sleep":         cmdSleep,
 			"now":           cmdNow,
 			"waitslot":      cmdWaitSlot,
+			"metrics":       cmdMetrics,
 		},
 	}
 }
@@ -269,6 +278,44 @@ func cmdWaitSlot(ts *testscript.TestScript, neg bool, args []string) {
 	})
 	if !ok {
 		ts.Fatalf("%s: no slot at or after %d within %v%s", args[0], want, timeout, daemonLogs(ts))
+	}
+}
+
+// metrics LOG LINE...: fetch /metrics from the address the daemon logged
+// in LOG, until it holds every LINE (within 20s).
+func cmdMetrics(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: metrics log line...")
+	}
+	re := regexp.MustCompile(`"msg":"serving /metrics, /healthz and /readyz","addr":"([^"]+)"`)
+	m := re.FindStringSubmatch(ts.ReadFile(args[0]))
+	if m == nil {
+		ts.Fatalf("%s does not say where the metrics are served", args[0])
+	}
+	var body string
+	ok := poll(20*time.Second, func() bool {
+		resp, err := http.Get("http://" + m[1] + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		body = string(data)
+		for _, want := range args[1:] {
+			if !strings.Contains(body, want+"\n") {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		var have []string
+		for line := range strings.Lines(body) {
+			if strings.HasPrefix(line, "anarchon_") && !strings.Contains(line, "_bucket") {
+				have = append(have, strings.TrimSpace(line))
+			}
+		}
+		ts.Fatalf("/metrics of %s never held %q; it has:\n%s", m[1], args[1:], strings.Join(have, "\n"))
 	}
 }
 
@@ -505,7 +552,7 @@ func cmdRunnerSignal(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(syscall.Kill(daemon, sigs[args[0]]))
 }
 
-var placeholder = regexp.MustCompile(`@[A-Z_]+@`)
+var placeholder = regexp.MustCompile(`@[A-Z0-9_]+@`)
 
 // subst in out: copy in to out, replacing each @NAME@ with the script's
 // $NAME (the $VARS of a job's command are left alone).
