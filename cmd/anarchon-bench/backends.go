@@ -32,16 +32,22 @@ type row struct {
 	setup func(ctx context.Context) (*store, error)
 }
 
-// The backends, in the table's order. Another Redis strategy is one more
-// row, e.g.
-//
-//	{"redis-script", nFlag, redisStore(redisclaim.NewClaimOnly, func(o *redisclaim.Options) { o.Strategy = redisclaim.StrategyScript })},
+// The backends, in the table's order. (The script strategy scans a job's
+// claims of the last window: its contended row, all on one job, grows with
+// n; a real job has one claim per slot in the window.)
 var rows = []row{
 	{"sqlite", nFlag, sqliteStore},
 	{"postgres", nFlag, postgresStore},
 	{"redis-lease", nFlag, redisStore(redisclaim.New)},
+	{"redis-stream-id", nFlag, redisStore(redisclaim.NewClaimOnly, strategy(redisclaim.StrategyStreamID))},
+	{"redis-script", nFlag, redisStore(redisclaim.NewClaimOnly, strategy(redisclaim.StrategyScript))},
 	{"nats", nFlag, natsStore},
 	{"rabbitmq", nRabbitFlag, rabbitStore},
+}
+
+// strategy sets a Redis claim strategy.
+func strategy(name string) func(*redisclaim.Options) {
+	return func(o *redisclaim.Options) { o.Strategy = name }
 }
 
 // store is a fresh namespace of one backend, ready to measure.
