@@ -1,6 +1,10 @@
 package claim
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Event names what a decision appends to a run's history.
 type Event string
@@ -68,4 +72,28 @@ func Decide(cur *Run, otherLive bool, now time.Time, req Request) Decision {
 	default:
 		return grant(cur.Attempt+1, EventTakeover)
 	}
+}
+
+// Contested reports whether a lease decision about run r may write: the
+// run has no state, or it is running under another token whose lease ended
+// (lease_until < now). Any other run is answered by Decide from a plain
+// read, with no lock (the read before the transaction, SPEC §3.1).
+func Contested(r *Run, now time.Time, tok Token) bool {
+	return r == nil || (r.Status == StatusRunning && r.Token != tok && r.LeaseUntil.Before(now))
+}
+
+// CheckLease refuses a request the lease decision table cannot decide
+// sensibly.
+func (r Request) CheckLease() error {
+	switch {
+	case r.Job == "":
+		return errors.New("empty job name")
+	case r.Token == "":
+		return errors.New("empty token")
+	case r.Lease < time.Millisecond:
+		return fmt.Errorf("lease %v is shorter than 1ms", r.Lease)
+	case r.MaxLate < 0:
+		return fmt.Errorf("negative maxLate %v", r.MaxLate)
+	}
+	return nil
 }

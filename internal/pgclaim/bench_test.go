@@ -54,7 +54,7 @@ func (b *Backend) claimMulti(ctx context.Context, req claim.Request) (claim.Resu
 	if err != nil {
 		return claim.Result{}, err
 	}
-	if cur != nil && !expiredForOthers(cur, now, req.Token) {
+	if !claim.Contested(cur, now, req.Token) {
 		return claim.Decide(cur, false, now, req).Result, nil
 	}
 	return b.claimTx(ctx, req)

@@ -354,14 +354,14 @@ func (b *Backend) Close() error {
 // an expired lease calls the claim function, which decides again under the
 // job's lock.
 func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
-	if err := checkRequest(req); err != nil {
+	if err := req.CheckLease(); err != nil {
 		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
 	}
 	cur, now, err := b.readRun(ctx, req.Job, req.Slot)
 	if err != nil {
 		return claim.Result{}, b.secrets.wrap(fmt.Errorf("claim %s@%d: read: %w", req.Job, req.Slot, err))
 	}
-	if cur != nil && !expiredForOthers(cur, now, req.Token) {
+	if !claim.Contested(cur, now, req.Token) {
 		return claim.Decide(cur, false, now, req).Result, nil
 	}
 	res, err := b.claimLocked(ctx, req)
@@ -369,27 +369,6 @@ func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, e
 		return claim.Result{}, b.secrets.wrap(fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err))
 	}
 	return res, nil
-}
-
-// expiredForOthers reports whether the run is one whose decision may write:
-// running under another token with its lease ended (lease_until < now).
-func expiredForOthers(r *claim.Run, now time.Time, tok claim.Token) bool {
-	return r.Status == claim.StatusRunning && r.Token != tok && r.LeaseUntil.Before(now)
-}
-
-// checkRequest refuses requests the table cannot decide sensibly.
-func checkRequest(req claim.Request) error {
-	switch {
-	case req.Job == "":
-		return errors.New("empty job name")
-	case req.Token == "":
-		return errors.New("empty token")
-	case req.Lease < time.Millisecond:
-		return fmt.Errorf("lease %v is shorter than 1ms", req.Lease)
-	case req.MaxLate < 0:
-		return fmt.Errorf("negative maxLate %v", req.MaxLate)
-	}
-	return nil
 }
 
 // claimLocked calls the claim function: one statement, one round trip,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/claim/claimtest"
@@ -64,31 +63,9 @@ func BenchmarkClaimOnlyContended8(b *testing.B) {
 	}
 }
 
-// BenchmarkClaimOnlyListRuns: status of the 50 newest runs among 2000 of 10
-// jobs, two thirds of them finished.
+// BenchmarkClaimOnlyListRuns: status of the 50 newest runs among 2000.
 func BenchmarkClaimOnlyListRuns(b *testing.B) {
 	for _, s := range claimOnlyStrategies {
-		b.Run(s, func(b *testing.B) {
-			be := openClaimOnly(b, newNamespace(b), s)
-			base := time.Now().Add(-30 * time.Minute)
-			for i := range 2000 {
-				r := claimtest.BenchRequest(fmt.Sprintf("job%d", i%10), base.Add(time.Duration(i)*time.Millisecond).UnixMilli())
-				if _, err := be.Claim(b.Context(), r); err != nil {
-					b.Fatal(err)
-				}
-				if i%3 != 0 {
-					if err := be.Finish(b.Context(), r.Fence(1), claim.Finish{Status: claim.StatusSucceeded, StartedAt: base, FinishedAt: base}); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			b.ResetTimer()
-			for range b.N {
-				runs, err := be.ListRuns(b.Context(), claim.ListQuery{})
-				if err != nil || len(runs) != 50 {
-					b.Fatalf("list: %d runs, %v", len(runs), err)
-				}
-			}
-		})
+		b.Run(s, func(b *testing.B) { claimtest.BenchListRuns(b, openClaimOnly(b, newNamespace(b), s)) })
 	}
 }

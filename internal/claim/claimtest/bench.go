@@ -118,3 +118,27 @@ func BenchContended8(b *testing.B, newStore func(b *testing.B) (open func() clai
 		})
 	}
 }
+
+// BenchListRuns measures status: the 50 newest runs among 2000 of 10 jobs,
+// two thirds of them finished.
+func BenchListRuns(b *testing.B, be claim.Backend) {
+	base := time.Now().Add(-30 * time.Minute)
+	for i := range 2000 {
+		r := BenchRequest(fmt.Sprintf("job%d", i%10), base.Add(time.Duration(i)*time.Millisecond).UnixMilli())
+		if _, err := be.Claim(b.Context(), r); err != nil {
+			b.Fatal(err)
+		}
+		if i%3 != 0 {
+			if err := be.Finish(b.Context(), r.Fence(1), claim.Finish{Status: claim.StatusSucceeded, StartedAt: base, FinishedAt: base}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		runs, err := be.ListRuns(b.Context(), claim.ListQuery{})
+		if err != nil || len(runs) != 50 {
+			b.Fatalf("list: %d runs, %v", len(runs), err)
+		}
+	}
+}
