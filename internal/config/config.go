@@ -110,6 +110,7 @@ type Job struct {
 	Env      map[string]string
 	Workdir  string
 	User     string
+	Group    string // the primary group instead of the user's own (needs User)
 	Timezone string
 	Location *time.Location
 

@@ -762,6 +762,11 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.Env = get(p, vals, "env", setting[map[string]string]{}, p.asStringMap, nil).val
 	j.Workdir = str("workdir", notEmpty).val
 	j.User = str("user", notEmpty).val
+	group := str("group", notEmpty)
+	j.Group = group.val
+	if j.Group != "" && j.User == "" {
+		p.errorf(group.at, "group needs user: the job runs as user, with group as its primary group")
+	}
 	return j, info
 }
 

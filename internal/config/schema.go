@@ -56,6 +56,7 @@ var jobSpecs = append([]*spec{
 	{key: "env", kind: kindStringMap},
 	{key: "workdir", kind: kindString},
 	{key: "user", kind: kindString},
+	{key: "group", kind: kindString},
 }, defaultsSpecs...)
 
 // rootSpecs is the whole crontab (SPEC §6).

@@ -426,3 +426,14 @@ func TestWatchAndMetrics(t *testing.T) {
 		})
 	}
 }
+
+func TestGroupNeedsUser(t *testing.T) {
+	_, err := Parse("crontab.yaml", []byte("jobs:\n  - name: a\n    schedule: \"@daily\"\n    command: \"true\"\n    group: adm\n"), LoadOptions{Hostname: func() (string, error) { return "h", nil }})
+	if err == nil || !strings.Contains(err.Error(), `crontab.yaml:5: job "a": jobs[0].group: group needs user`) {
+		t.Fatalf("error %v", err)
+	}
+	cfg, err := Parse("crontab.yaml", []byte("jobs:\n  - name: a\n    schedule: \"@daily\"\n    command: \"true\"\n    user: nobody\n    group: adm\n"), LoadOptions{Hostname: func() (string, error) { return "h", nil }})
+	if err != nil || cfg.Jobs[0].User != "nobody" || cfg.Jobs[0].Group != "adm" {
+		t.Fatalf("cfg %+v, err %v", cfg, err)
+	}
+}

@@ -72,6 +72,11 @@ func (r *Runner) prepare(e Execution) (launch, error) {
 	if err != nil {
 		return l, err
 	}
+	if job.Group != "" {
+		if err := runAsGroup(name, job.Group, u, &l.spec); err != nil {
+			return l, err
+		}
+	}
 	l.env = r.environ(e, u)
 	return l, nil
 }
@@ -124,6 +129,34 @@ func (r *Runner) runAs(job, name string, spec *superviseSpec) (*user.User, error
 		spec.Groups = append(spec.Groups, uint32(n))
 	}
 	return u, nil
+}
+
+// runAsGroup makes group (a name or a gid) the primary group of a job that
+// runs as another user (u, resolved by runAs; nil when the daemon runs the
+// job as itself, where a group it does not have is refused).
+func runAsGroup(job, name string, u *user.User, spec *superviseSpec) error {
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		var unknown user.UnknownGroupError
+		if _, perr := strconv.ParseUint(name, 10, 32); perr == nil && errors.As(err, &unknown) {
+			g, err = user.LookupGroupId(name)
+		}
+		if err != nil {
+			return fmt.Errorf("job %q: group %q: %w", job, name, err)
+		}
+	}
+	gid, err := strconv.ParseUint(g.Gid, 10, 32)
+	if err != nil {
+		return fmt.Errorf("job %q: group %q: gid %q: %w", job, name, g.Gid, err)
+	}
+	if u == nil {
+		if int(gid) != os.Getgid() {
+			return fmt.Errorf("job %q: group %q requires the daemon to run as root", job, name)
+		}
+		return nil
+	}
+	spec.GID = uint32(gid)
+	return nil
 }
 
 // environ builds the job's environment: BaseEnv, then (running as another

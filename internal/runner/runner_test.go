@@ -415,6 +415,23 @@ func TestRunAsUser(t *testing.T) {
 	if want := "65534\n65534\nhome=/nonexistent user=from-env\n"; rep.Status != claim.StatusSucceeded || fins[1].OutputTail != want {
 		t.Fatalf("report %+v, output %q, want %q", rep, fins[1].OutputTail, want)
 	}
+
+	// group: replaces the user's primary group (by name or by gid).
+	for _, g := range []string{"daemon", "1"} {
+		job = shellJob("asgroup", `id -u; id -g`)
+		job.User, job.Group = "nobody", g
+		rep = run(t, r, context.Background(), execution(job), 30*time.Second)
+		fins, _ = s.finished()
+		if got := fins[len(fins)-1].OutputTail; rep.Status != claim.StatusSucceeded || got != "65534\n1\n" {
+			t.Fatalf("group %s: report %+v, output %q", g, rep, got)
+		}
+	}
+	job = shellJob("asgroup", "true")
+	job.User, job.Group = "nobody", "no-such-group-anywhere"
+	if rep = run(t, r, context.Background(), execution(job), 30*time.Second); rep.Err == nil ||
+		!strings.Contains(rep.Err.Error(), `job "asgroup": group "no-such-group-anywhere": `) {
+		t.Fatalf("unknown group: %+v", rep)
+	}
 }
 
 func TestUserChecks(t *testing.T) {
