@@ -266,3 +266,28 @@ func TestValidateRedisStrategies(t *testing.T) {
 		t.Fatalf("auto: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }
+
+// A store that refuses us is one clear error naming the cause, the
+// password never shown.
+func TestValidateStoreRefuses(t *testing.T) {
+	testserver.RabbitMQ.Require(t, "")
+	for _, tc := range []struct{ name, backend, want string }{
+		{"rabbitmq vhost", `{type: rabbitmq, rabbitmq: {url: "amqp://guest:guest@127.0.0.1:5672/nope"}}`,
+			`the store cannot be used: open rabbitmq backend: connect to rabbitmq amqp://guest:xxxxx@127.0.0.1:5672/nope: .*vhost nope not found`},
+		{"rabbitmq credentials", `{type: rabbitmq, rabbitmq: {url: "amqp://guest:s3cret@127.0.0.1:5672/"}}`,
+			`the store cannot be used: open rabbitmq backend: .*username or password not allowed`},
+		{"nats down", `{type: nats, nats: {url: "nats://127.0.0.1:1"}}`,
+			`the store cannot be used: open nats backend: .*127\.0\.0\.1:1`},
+		{"redis down", `{type: redis, redis: {url: "redis://:s3cret@127.0.0.1:1/0"}}`,
+			`the store cannot be used: .*127\.0\.0\.1:1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, dir, "c.yaml", "backend: "+tc.backend+"\n"+goodJobs, 0o644)
+			code, _, stderr := run(t, dir, "validate", "--config", "c.yaml")
+			if code != 1 || !regexp.MustCompile(tc.want).MatchString(stderr) || strings.Contains(stderr, "s3cret") {
+				t.Fatalf("exit %d, stderr %q, want %s", code, stderr, tc.want)
+			}
+		})
+	}
+}
