@@ -9,45 +9,10 @@ import (
 	"github.com/anarchon/anarchon/internal/config"
 )
 
-// redact hides the credentials of a NATS URL (or a comma-separated list
-// of them, or a message quoting them): passwords as config.Redact does, and
-// also a token written as the user part alone (nats://TOKEN@host), which
-// NATS treats as a secret but config.Redact leaves in place.
-func redact(s string) string {
-	return config.Redact(redactTokens(s))
-}
-
-// redactTokens replaces the userinfo of every "scheme://userinfo@" that
-// has no ":" (a token) with "xxxxx". The userinfo ends as config.Redact
-// ends it: at the last "@" before white space, a quote, "?", "#", "/",
-// "," or the next "://".
-func redactTokens(s string) string {
-	var b strings.Builder
-	rest := s
-	for {
-		i := strings.Index(rest, "://")
-		if i < 0 {
-			b.WriteString(rest)
-			return b.String()
-		}
-		start := i + len("://")
-		b.WriteString(rest[:start])
-		rest = rest[start:]
-		end := strings.IndexAny(rest, " \t\r\n\"'`?#/,")
-		if end < 0 {
-			end = len(rest)
-		}
-		if j := strings.Index(rest[:end], "://"); j >= 0 {
-			end = j
-		}
-		at := strings.LastIndexByte(rest[:end], '@')
-		if at <= 0 || strings.IndexByte(rest[:at], ':') >= 0 {
-			continue
-		}
-		b.WriteString("xxxxx")
-		rest = rest[at:]
-	}
-}
+// redact hides the credentials of a NATS URL (or a list of them, or a
+// message quoting them): passwords, and a token written as the user part
+// alone (nats://TOKEN@host).
+func redact(s string) string { return config.Redact(s) }
 
 // urlSecrets returns the user names that stand alone before "@" in the
 // URLs of s (NATS tokens), and every URL password, as written and decoded.
