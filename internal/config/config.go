@@ -72,11 +72,27 @@ type SQLite struct {
 	BusyTimeout time.Duration
 }
 
+// TLS is a store's TLS settings (backend.<type>.tls). Any of them set
+// turns TLS on for stores whose URL does not say so already.
+type TLS struct {
+	CAFile             string // PEM roots to verify the server with (default: the system's)
+	CertFile           string // client certificate (PEM), with KeyFile
+	KeyFile            string
+	ServerName         string // the name to verify instead of the URL's host
+	InsecureSkipVerify bool   // development only: no verification at all
+}
+
+// Enabled reports whether any setting is given.
+func (t TLS) Enabled() bool {
+	return t != TLS{}
+}
+
 // Postgres is backend.postgres.
 type Postgres struct {
 	DSN          string
 	Table        string
 	PasswordFile string
+	TLS          TLS
 }
 
 // Redis is backend.redis.
@@ -86,19 +102,24 @@ type Redis struct {
 	PasswordFile string
 	DurationSec  int   // strategyOptions.durationSec (idmp)
 	WindowMs     int64 // strategyOptions.windowMs (script)
+	TLS          TLS
 }
 
 // RabbitMQ is backend.rabbitmq.
 type RabbitMQ struct {
-	URL       string
-	SlotTTLMs int64
+	URL          string
+	PasswordFile string // overrides the URL's password
+	SlotTTLMs    int64
+	TLS          TLS
 }
 
 // NATS is backend.nats.
 type NATS struct {
 	URL               string
+	PasswordFile      string // overrides the URL's password (or token)
 	Stream            string
 	DuplicateWindowMs int64
+	TLS               TLS
 }
 
 // Job is one crontab entry with its defaults merged in.

@@ -90,10 +90,10 @@ jobs:
 	if cfg.Instance != "web1" || cfg.Namespace != "prod_cron-1" || cfg.ShutdownGrace != 0 ||
 		cfg.Log != (Log{"debug", "json"}) || b.Type != "postgres" || b.Retention != 720*time.Hour ||
 		b.SQLite != (SQLite{"./x.db", 0}) ||
-		b.Postgres != (Postgres{"host=db user=app dbname=cron", "cron.runs", "/etc/pg.pass"}) ||
-		b.Redis != (Redis{"rediss://cache:6380/1", "script", "/etc/redis.pass", 600, 120000}) ||
-		b.RabbitMQ != (RabbitMQ{"amqps://mq:5671/vhost", 600000}) ||
-		b.NATS != (NATS{"nats://n1:4222, tls://n2:4222", "CRON_1", 600000}) {
+		b.Postgres != (Postgres{DSN: "host=db user=app dbname=cron", Table: "cron.runs", PasswordFile: "/etc/pg.pass"}) ||
+		b.Redis != (Redis{URL: "rediss://cache:6380/1", Strategy: "script", PasswordFile: "/etc/redis.pass", DurationSec: 600, WindowMs: 120000}) ||
+		b.RabbitMQ != (RabbitMQ{URL: "amqps://mq:5671/vhost", SlotTTLMs: 600000}) ||
+		b.NATS != (NATS{URL: "nats://n1:4222, tls://n2:4222", Stream: "CRON_1", DuplicateWindowMs: 600000}) {
 		t.Errorf("got %+v", cfg)
 	}
 	j := cfg.Jobs[0]
@@ -315,8 +315,8 @@ func TestEnvThroughViper(t *testing.T) {
 			t.Errorf("%s: viper (%s, %q, %v), list (%s, %q, %v)", ps.path, n1, v1, ok1, n2, v2, ok2)
 		}
 	}
-	if len(paths) != 34 {
-		t.Errorf("%d overridable settings, want 34: update the docs' table", len(paths))
+	if len(paths) != 56 {
+		t.Errorf("%d overridable settings, want 56: update the docs' table", len(paths))
 	}
 }
 

@@ -626,6 +626,12 @@ func (p *parser) resolve() *Config {
 	b.NATS.Stream = str("backend.nats.stream", defaultNATSStream, matches(namePattern, "stream name")).val
 	dupWindow := integer("backend.nats.duplicateWindowMs", defaultDupWindowMs, ms(1))
 	b.NATS.DuplicateWindowMs = dupWindow.val
+	b.RabbitMQ.PasswordFile = str("backend.rabbitmq.passwordFile", "", notEmpty).val
+	b.NATS.PasswordFile = str("backend.nats.passwordFile", "", notEmpty).val
+	b.Postgres.TLS = p.tlsOf("backend.postgres.tls")
+	b.Redis.TLS = p.tlsOf("backend.redis.tls")
+	b.RabbitMQ.TLS = p.tlsOf("backend.rabbitmq.tls")
+	b.NATS.TLS = p.tlsOf("backend.nats.tls")
 	if b.Type == "postgres" && vals["backend.postgres.dsn"] == nil {
 		p.errAt(&Error{Line: lineOf(typ.at), Column: colOf(typ.at), Env: envOf(typ.at), Field: "backend.postgres.dsn",
 			Msg: "required when backend.type is postgres (a postgres:// URL or a key=value connection string)"})
@@ -768,6 +774,26 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 		p.errorf(group.at, "group needs user: the job runs as user, with group as its primary group")
 	}
 	return j, info
+}
+
+// tlsOf reads the TLS settings under prefix. A client certificate needs
+// its key and the key its certificate.
+func (p *parser) tlsOf(prefix string) TLS {
+	str := func(key string) setting[string] {
+		return get(p, p.vals, prefix+"."+key, def(""), p.asString, notEmpty)
+	}
+	cert, key := str("certFile"), str("keyFile")
+	t := TLS{
+		CAFile: str("caFile").val, CertFile: cert.val, KeyFile: key.val, ServerName: str("serverName").val,
+		InsecureSkipVerify: get(p, p.vals, prefix+".insecureSkipVerify", def(false), p.asBool, nil).val,
+	}
+	switch {
+	case cert.val != "" && key.val == "":
+		p.errorf(cert.at, "certFile needs keyFile (the client certificate's private key)")
+	case key.val != "" && cert.val == "":
+		p.errorf(key.at, "keyFile needs certFile (the client certificate)")
+	}
+	return t
 }
 
 // parseSchedule is schedule.Parse, with a panic turned into an error so that

@@ -59,6 +59,15 @@ var jobSpecs = append([]*spec{
 	{key: "group", kind: kindString},
 }, defaultsSpecs...)
 
+// tlsSpecs are the TLS settings of every network store.
+var tlsSpecs = []*spec{
+	{key: "caFile", kind: kindString},
+	{key: "certFile", kind: kindString},
+	{key: "keyFile", kind: kindString},
+	{key: "serverName", kind: kindString},
+	{key: "insecureSkipVerify", kind: kindBool},
+}
+
 // rootSpecs is the whole crontab (SPEC §6).
 var rootSpecs = []*spec{
 	{key: "instance", kind: kindString},
@@ -83,6 +92,7 @@ var rootSpecs = []*spec{
 			{key: "dsn", kind: kindString, secret: true},
 			{key: "table", kind: kindString},
 			{key: "passwordFile", kind: kindString},
+			{key: "tls", kind: kindMap, children: tlsSpecs},
 		}},
 		{key: "redis", kind: kindMap, children: []*spec{
 			{key: "url", kind: kindString, secret: true},
@@ -92,15 +102,20 @@ var rootSpecs = []*spec{
 				{key: "durationSec", kind: kindInt},
 				{key: "windowMs", kind: kindInt},
 			}},
+			{key: "tls", kind: kindMap, children: tlsSpecs},
 		}},
 		{key: "rabbitmq", kind: kindMap, children: []*spec{
 			{key: "url", kind: kindString, secret: true},
+			{key: "passwordFile", kind: kindString},
 			{key: "slotTtlMs", kind: kindInt},
+			{key: "tls", kind: kindMap, children: tlsSpecs},
 		}},
 		{key: "nats", kind: kindMap, children: []*spec{
 			{key: "url", kind: kindString, secret: true},
+			{key: "passwordFile", kind: kindString},
 			{key: "stream", kind: kindString},
 			{key: "duplicateWindowMs", kind: kindInt},
+			{key: "tls", kind: kindMap, children: tlsSpecs},
 		}},
 	}},
 	{key: "defaults", kind: kindMap, children: defaultsSpecs},

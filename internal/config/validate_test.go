@@ -437,3 +437,29 @@ func TestGroupNeedsUser(t *testing.T) {
 		t.Fatalf("cfg %+v, err %v", cfg, err)
 	}
 }
+
+func TestTLSSettings(t *testing.T) {
+	opt := LoadOptions{Hostname: func() (string, error) { return "h", nil }}
+	cfg, err := Parse("crontab.yaml", []byte(`backend:
+  type: redis
+  redis:
+    url: "rediss://cache:6380/0"
+    tls: {caFile: /etc/ca.pem, certFile: /etc/c.pem, keyFile: /etc/c.key, serverName: cache.internal}
+  nats:
+    passwordFile: /etc/nats.token
+    tls: {insecureSkipVerify: true}
+jobs: []
+`), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := TLS{CAFile: "/etc/ca.pem", CertFile: "/etc/c.pem", KeyFile: "/etc/c.key", ServerName: "cache.internal"}
+	if cfg.Backend.Redis.TLS != want || !cfg.Backend.NATS.TLS.InsecureSkipVerify || cfg.Backend.NATS.PasswordFile != "/etc/nats.token" ||
+		cfg.Backend.Postgres.TLS.Enabled() {
+		t.Fatalf("backend %+v", cfg.Backend)
+	}
+	_, err = Parse("crontab.yaml", []byte("backend:\n  postgres:\n    tls: {certFile: /c.pem}\njobs: []\n"), opt)
+	if err == nil || !strings.Contains(err.Error(), "crontab.yaml:3: backend.postgres.tls.certFile: certFile needs keyFile") {
+		t.Fatalf("error %v", err)
+	}
+}
