@@ -33,16 +33,14 @@ func New(t testing.TB) Files {
 	dir := t.TempDir()
 	caKey, caCert, caDER := issue(t, "anarchon test CA", nil, nil, true)
 	f := Files{CA: write(t, dir, "ca.pem", "CERTIFICATE", caDER)}
-	_, _, srvDER := issue(t, "localhost", caCert, caKey, false)
+	srvKey, _, srvDER := issue(t, "localhost", caCert, caKey, false)
 	f.ServerCert = write(t, dir, "server.pem", "CERTIFICATE", srvDER)
-	f.ServerKey = writeKey(t, dir, "server.key", lastKey)
-	_, _, cliDER := issue(t, "anarchond", caCert, caKey, false)
+	f.ServerKey = writeKey(t, dir, "server.key", srvKey)
+	cliKey, _, cliDER := issue(t, "anarchond", caCert, caKey, false)
 	f.ClientCert = write(t, dir, "client.pem", "CERTIFICATE", cliDER)
-	f.ClientKey = writeKey(t, dir, "client.key", lastKey)
+	f.ClientKey = writeKey(t, dir, "client.key", cliKey)
 	return f
 }
-
-var lastKey *ecdsa.PrivateKey
 
 func issue(t testing.TB, cn string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, ca bool) (*ecdsa.PrivateKey, *x509.Certificate, []byte) {
 	t.Helper()
@@ -71,7 +69,6 @@ func issue(t testing.TB, cn string, parent *x509.Certificate, parentKey *ecdsa.P
 	if err != nil {
 		t.Fatal(err)
 	}
-	lastKey = key
 	return key, cert, der
 }
 
