@@ -85,15 +85,31 @@
 // waits in the client's reconnect buffer until it is sent or its context
 // (or Options.Timeout) ends; then it fails and is re-sent with the same
 // token. Credentials in the URL never appear in logs or errors.
+//
+// # TLS and credentials
+//
+// Options.TLS (backend.nats.tls) turns TLS on for every server of the URL,
+// nats:// ones included (nats.Secure): the connection fails rather than
+// falling back to plain text. Options.PasswordFile
+// (backend.nats.passwordFile) names a file whose content (without its
+// trailing newline) is the secret: with a user in the URL
+// (nats://alice@host) it is that user's password, replacing any password
+// written there; without one it is the token. The URL's user info is then
+// removed from every server URL (nats.go would prefer it to the options).
+// The file's content, like the URL's credentials, never appears in logs
+// or errors.
 package natsclaim
 
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,6 +123,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/storetls"
 )
 
 // Defaults of Options.
@@ -138,6 +155,13 @@ type Options struct {
 	// (backend.nats.url). User and password or a token may be written in
 	// it; they never appear in logs or errors.
 	URL string
+	// PasswordFile, if set, names a file holding the password of the URL's
+	// user, or the token when the URL names no user
+	// (backend.nats.passwordFile; see the package doc).
+	PasswordFile string
+	// TLS, if set, is the client TLS configuration, required of every
+	// server (backend.nats.tls).
+	TLS *tls.Config
 	// Stream is the JetStream stream's name (backend.nats.stream).
 	Stream string
 	// Namespace is the first token of every subject (config namespace).
@@ -199,8 +223,14 @@ func init() {
 		if p.Config.Instance != "" {
 			name += " " + p.Config.Instance
 		}
+		tlsConfig, err := storetls.Config(c.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("backend.nats.%w", err)
+		}
 		return New(ctx, Options{
 			URL:             c.URL,
+			PasswordFile:    c.PasswordFile,
+			TLS:             tlsConfig,
 			Stream:          c.Stream,
 			Namespace:       p.Config.Namespace,
 			DuplicateWindow: time.Duration(c.DuplicateWindowMs) * time.Millisecond,
@@ -255,9 +285,24 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		return nil, fmt.Errorf("open nats backend: %w", err)
 	}
 	where := redact(o.URL)
-	nc, err := connect(ctx, o)
+	secrets := urlSecrets(o.URL)
+	var auth []nats.Option
+	if o.PasswordFile != "" {
+		pw, err := readPasswordFile(o.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("open nats backend: %w", err)
+		}
+		secrets = withSecret(secrets, pw)
+		if o.URL, auth, err = passwordAuth(o.URL, pw); err != nil {
+			return nil, fmt.Errorf("open nats backend: %w", err)
+		}
+	}
+	if o.TLS != nil {
+		auth = append(auth, nats.Secure(o.TLS))
+	}
+	nc, err := connect(ctx, o, secrets, auth)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", where, scrub(err, o.URL))
+		return nil, fmt.Errorf("connect to %s: %w", where, scrub(err, secrets))
 	}
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(o.Timeout))
 	if err != nil {
@@ -265,18 +310,66 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		return nil, fmt.Errorf("connect to %s: jetstream: %w", where, err)
 	}
 	b := &Backend{
-		nc: nc, js: js, name: o.Stream, ns: o.Namespace, url: redact(o.URL), log: o.Log,
+		nc: nc, js: js, name: o.Stream, ns: o.Namespace, url: where, log: o.Log,
 		timeout: o.Timeout, owners: map[ownerKey]string{},
 	}
 	if err := b.ensureStream(ctx, o); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("%s: %w", where, scrub(err, o.URL))
+		return nil, fmt.Errorf("%s: %w", where, scrub(err, secrets))
 	}
 	return b, nil
 }
 
-// connect dials o.URL with the reconnect policy and logging handlers.
-func connect(ctx context.Context, o Options) (*nats.Conn, error) {
+// readPasswordFile returns the file's content without its trailing newline.
+func readPasswordFile(path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		// The *PathError names the file, never its content.
+		return "", fmt.Errorf("read backend.nats.passwordFile: %w", err)
+	}
+	pw := strings.TrimRight(string(raw), "\r\n")
+	if pw == "" {
+		return "", fmt.Errorf("backend.nats.passwordFile %s is empty", path)
+	}
+	return pw, nil
+}
+
+// passwordAuth returns the server URLs of rawURL without their user info,
+// and the option that authenticates with pw: the user's password when the
+// URLs name a user, the token otherwise. Its errors never quote a URL's
+// credentials.
+func passwordAuth(rawURL, pw string) (string, []nats.Option, error) {
+	parts := strings.Split(rawURL, ",")
+	user := ""
+	for i, part := range parts {
+		part = strings.TrimSpace(part)
+		if !strings.Contains(part, "://") {
+			part = "nats://" + part
+		}
+		u, err := url.Parse(part)
+		if err != nil {
+			return "", nil, fmt.Errorf("server URL %s: cannot be parsed", redact(part))
+		}
+		if u.User != nil {
+			name := u.User.Username()
+			if user != "" && name != user {
+				return "", nil, errors.New("the server URLs name different users; with backend.nats.passwordFile they must name one user or none")
+			}
+			user = name
+			u.User = nil
+		}
+		parts[i] = u.String()
+	}
+	stripped := strings.Join(parts, ",")
+	if user != "" {
+		return stripped, []nats.Option{nats.UserInfo(user, pw)}, nil
+	}
+	return stripped, []nats.Option{nats.Token(pw)}, nil
+}
+
+// connect dials o.URL with the reconnect policy, logging handlers and the
+// extra options; secrets are hidden from what it logs.
+func connect(ctx context.Context, o Options, secrets []string, extra []nats.Option) (*nats.Conn, error) {
 	log := o.Log
 	// server is the redacted URL of the server last connected to: nats.go
 	// no longer names it once the connection is lost.
@@ -302,7 +395,7 @@ func connect(ctx context.Context, o Options) (*nats.Conn, error) {
 				return
 			}
 			log.Warn("nats connection lost; reconnecting", zap.String("url", lastServer()),
-				zap.String("error", redact(err.Error())))
+				zap.String("error", hide(err.Error(), secrets)))
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			setServer(nc)
@@ -313,9 +406,10 @@ func connect(ctx context.Context, o Options) (*nats.Conn, error) {
 			if sub != nil {
 				subj = sub.Subject
 			}
-			log.Warn("nats asynchronous error", zap.String("subject", subj), zap.String("error", redact(err.Error())))
+			log.Warn("nats asynchronous error", zap.String("subject", subj), zap.String("error", hide(err.Error(), secrets)))
 		}),
 	}
+	opts = append(opts, extra...)
 	// nats.Connect takes no context: each server's dial is bounded by
 	// nats.go's own timeout (2s).
 	if err := ctx.Err(); err != nil {

@@ -64,17 +64,35 @@ func (e *scrubbedError) Error() string { return e.msg }
 
 func (e *scrubbedError) Is(target error) bool { return errors.Is(e.err, target) }
 
-// scrub returns err with the secrets of rawURL and every URL password in
-// its message hidden.
-func scrub(err error, rawURL string) error {
+// withSecret returns secrets with s (as written and escaped) added,
+// longest first.
+func withSecret(secrets []string, s string) []string {
+	if s == "" {
+		return secrets
+	}
+	out := append(slices.Clone(secrets), s, url.QueryEscape(s), url.PathEscape(s),
+		strings.TrimPrefix(url.UserPassword("", s).String(), ":"))
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// hide returns msg with secrets and every URL password hidden.
+func hide(msg string, secrets []string) string {
+	for _, sec := range secrets {
+		if sec != "" {
+			msg = strings.ReplaceAll(msg, sec, "xxxxx")
+		}
+	}
+	return redact(msg)
+}
+
+// scrub returns err with secrets (see urlSecrets and withSecret) and every
+// URL password in its message hidden.
+func scrub(err error, secrets []string) error {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
-	for _, sec := range urlSecrets(rawURL) {
-		msg = strings.ReplaceAll(msg, sec, "xxxxx")
-	}
-	msg = redact(msg)
+	msg := hide(err.Error(), secrets)
 	if msg == err.Error() {
 		return err
 	}

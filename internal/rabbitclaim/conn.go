@@ -87,6 +87,8 @@ func (b *Backend) dial(strict bool) (*session, error) {
 	conn, err := amqp.DialConfig(b.url, amqp.Config{
 		Properties: amqp.Table{"connection_name": name},
 		Dial:       b.dialer,
+		// A copy: the client fills in ServerName.
+		TLSClientConfig: b.tls.Clone(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", b.where, b.scrub(err))

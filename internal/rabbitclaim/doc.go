@@ -119,6 +119,19 @@
 // backend.retention), the backend keeps the existing ones and logs a
 // warning; a queue of that name that is not a stream is an error.
 //
+// # TLS and credentials
+//
+// Options.TLS (backend.rabbitmq.tls) is the client TLS configuration of
+// every dial. With an amqps:// URL it replaces the one amqp091-go would
+// derive from the URL. With an amqp:// URL the backend does not fall back
+// to plain text: it dials amqps:// on the same host and port (5672 when the
+// URL names none), so a broker that only listens in plain text fails the
+// TLS handshake, and a TLS listener on another port must be named in the
+// URL. Options.PasswordFile (backend.rabbitmq.passwordFile) names a file
+// whose content, without its trailing newline, replaces the URL's password
+// (the URL's user, or guest when it names none). Neither the URL's nor the
+// file's password appears in errors or logs.
+//
 // # Connection loss
 //
 // amqp091-go's own recovery is not used (it would re-declare every gate it

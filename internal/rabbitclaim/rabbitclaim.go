@@ -2,9 +2,12 @@ package rabbitclaim
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +19,7 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/storetls"
 )
 
 // Defaults of Options.
@@ -72,6 +76,14 @@ type Options struct {
 	// URL is the broker's amqp:// or amqps:// URL (backend.rabbitmq.url).
 	// Its password never appears in errors or logs.
 	URL string
+	// PasswordFile, if set, names a file whose content (without its
+	// trailing newline) replaces the URL's password
+	// (backend.rabbitmq.passwordFile).
+	PasswordFile string
+	// TLS, if set, is the client TLS configuration
+	// (backend.rabbitmq.tls). An amqp:// URL is then dialled as amqps://
+	// on the same host and port (see the package doc).
+	TLS *tls.Config
 	// Namespace prefixes every queue name (config namespace).
 	Namespace string
 	// SlotTTL is every gate's x-expires (backend.rabbitmq.slotTtlMs); 0
@@ -137,9 +149,10 @@ type Backend struct {
 	o        Options
 	log      *zap.Logger
 	clock    clock.Clock
-	url      string   // with the password: only ever passed to the dialer
-	where    string   // "rabbitmq <url with the password hidden>"
-	secrets  []string // to scrub from the client's errors
+	url      string      // with the password: only ever passed to the dialer
+	where    string      // "rabbitmq <url with the password hidden>"
+	secrets  []string    // to scrub from the client's errors
+	tls      *tls.Config // nil: as the URL says
 	dialer   func(network, addr string) (netConn, error)
 	gateArgs amqp.Table
 	histArgs amqp.Table
@@ -172,8 +185,14 @@ var _ claim.Backend = (*Backend)(nil)
 func init() {
 	claim.Register("rabbitmq", func(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
 		c := p.Config.Backend.RabbitMQ
+		tlsConfig, err := storetls.Config(c.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("backend.rabbitmq.%w", err)
+		}
 		return New(ctx, Options{
 			URL:           c.URL,
+			PasswordFile:  c.PasswordFile,
+			TLS:           tlsConfig,
 			Namespace:     p.Config.Namespace,
 			SlotTTL:       time.Duration(c.SlotTTLMs) * time.Millisecond,
 			Instance:      p.Config.Instance,
@@ -224,6 +243,23 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		return nil, fmt.Errorf("connect to %s: %w", b.where, b.scrub(err))
 	}
 	b.secrets = []string{uri.Password}
+	if o.PasswordFile != "" || o.TLS != nil {
+		pw := ""
+		if o.PasswordFile != "" {
+			if pw, err = readPasswordFile(o.PasswordFile); err != nil {
+				return nil, fmt.Errorf("open rabbitmq backend: %w", err)
+			}
+			b.secrets = append(b.secrets, pw)
+		}
+		if b.url, err = dialURL(o.URL, pw, o.TLS != nil); err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", b.where, b.scrub(err))
+		}
+		if uri, err = amqp.ParseURI(b.url); err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", b.where, b.scrub(err))
+		}
+		b.tls = o.TLS
+		b.where = "rabbitmq " + config.Redact(b.url) // amqps:// when switched
+	}
 	b.dialer = dialerFor(uri)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 
@@ -237,9 +273,47 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	b.wg.Add(2)
 	go b.watch(s)
 	go b.hist.run()
-	b.log.Info("connected to rabbitmq", zap.String("url", config.Redact(o.URL)),
+	b.log.Info("connected to rabbitmq", zap.String("url", strings.TrimPrefix(b.where, "rabbitmq ")),
 		zap.String("namespace", o.Namespace), zap.Duration("slot_ttl", o.SlotTTL))
 	return b, nil
+}
+
+// readPasswordFile returns the file's content without its trailing newline.
+func readPasswordFile(path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		// The *PathError names the file, never its content.
+		return "", fmt.Errorf("read backend.rabbitmq.passwordFile: %w", err)
+	}
+	pw := strings.TrimRight(string(raw), "\r\n")
+	if pw == "" {
+		return "", fmt.Errorf("backend.rabbitmq.passwordFile %s is empty", path)
+	}
+	return pw, nil
+}
+
+// dialURL returns rawURL with pw (if not empty) as its password and, with
+// useTLS, an amqp:// scheme turned into amqps:// on the same host and port
+// (5672 when the URL names none). Its errors never quote the URL.
+func dialURL(rawURL, pw string, useTLS bool) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", errors.New("the URL cannot be parsed")
+	}
+	if pw != "" {
+		user := "guest" // amqp091's default, as for a URL without user info
+		if u.User != nil {
+			user = u.User.Username()
+		}
+		u.User = url.UserPassword(user, pw)
+	}
+	if useTLS && u.Scheme == "amqp" {
+		if u.Port() == "" {
+			u.Host = net.JoinHostPort(u.Hostname(), "5672")
+		}
+		u.Scheme = "amqps"
+	}
+	return u.String(), nil
 }
 
 // Namespace returns the namespace the Backend's queues are in.
