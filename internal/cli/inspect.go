@@ -16,6 +16,7 @@ import (
 	"github.com/anarchon/anarchon/internal/redisclaim"
 	"github.com/anarchon/anarchon/internal/schedule"
 	"github.com/anarchon/anarchon/internal/status"
+	"github.com/anarchon/anarchon/internal/storetls"
 )
 
 func newValidateCmd(env Env) *cobra.Command {
@@ -43,7 +44,11 @@ func newValidateCmd(env Env) *cobra.Command {
 			ctx, cancel := context.WithTimeout(c.Context(), 15*time.Second)
 			defer cancel()
 			if r := cfg.Backend.Redis; cfg.Backend.Type == "redis" {
-				eff, err := redisclaim.CheckStrategy(ctx, r.URL, r.PasswordFile, r.Strategy)
+				tc, err := storetls.Config(r.TLS)
+				if err != nil {
+					return runtimeError(fmt.Errorf("%s: the store cannot be used: backend.redis.%w", cfg.File, err))
+				}
+				eff, err := redisclaim.CheckStrategy(ctx, redisclaim.Options{URL: r.URL, PasswordFile: r.PasswordFile, TLS: tc, Strategy: r.Strategy})
 				if err != nil {
 					return runtimeError(fmt.Errorf("%s: the store cannot be used: %w", cfg.File, err))
 				}

@@ -18,12 +18,15 @@
 //
 // TLS and authentication come from the DSN as pgx parses it (sslmode,
 // sslrootcert, sslcert, sslkey, ...); Options.PasswordFile supplies the
-// password from a file instead. Passwords never appear in the errors New
+// password from a file instead. Options.TLS (backend.postgres.tls), when
+// set, replaces the DSN's TLS settings and makes TLS required on every
+// host the DSN names: no fallback connects in plaintext. Passwords never appear in the errors New
 // and the methods return, nor in logs.
 package pgclaim
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -33,11 +36,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/storetls"
 )
 
 // DefaultTable is the runs table when Options.Table is empty.
@@ -80,6 +85,11 @@ type Options struct {
 	// session's current_schema(). Names are used as written (quoted, so
 	// case-sensitive).
 	Table string
+	// TLS, if set (storetls.Config of backend.postgres.tls), is the client
+	// TLS configuration of every connection: it replaces the DSN's
+	// sslmode/sslrootcert/sslcert/sslkey and TLS is required. An empty
+	// ServerName verifies each host's certificate against the host name.
+	TLS *tls.Config
 	// Log receives migration and takeover messages; nil discards them.
 	Log *zap.Logger
 
@@ -106,7 +116,11 @@ var (
 func init() {
 	claim.Register("postgres", func(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
 		c := p.Config.Backend.Postgres
-		return New(ctx, Options{DSN: c.DSN, PasswordFile: c.PasswordFile, Table: c.Table, Log: p.Log})
+		tc, err := storetls.Config(c.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("open postgres backend: backend.postgres.%w", err)
+		}
+		return New(ctx, Options{DSN: c.DSN, PasswordFile: c.PasswordFile, Table: c.Table, TLS: tc, Log: p.Log})
 	})
 }
 
@@ -220,6 +234,11 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		sec.add(pw)
 		cfg.ConnConfig.Password = pw
 	}
+	if o.TLS != nil {
+		if err := requireTLS(&cfg.ConnConfig.Config, o.TLS); err != nil {
+			return nil, fmt.Errorf("postgres %s: %w", dsn, err)
+		}
+	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
@@ -268,6 +287,37 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		return nil, sec.wrap(fmt.Errorf("migrate postgres table %s (%s): %w", n.qualified(), dsn, err))
 	}
 	return b, nil
+}
+
+// requireTLS makes every connection attempt of cc (the primary host and
+// every fallback) use TLS with t, its ServerName defaulting to the host's
+// name. pgx's sslmode=prefer/allow fallbacks without TLS would otherwise
+// connect in plaintext; the attempts left are one per host and port.
+func requireTLS(cc *pgconn.Config, t *tls.Config) error {
+	all := append([]*pgconn.FallbackConfig{{Host: cc.Host, Port: cc.Port}}, cc.Fallbacks...)
+	var out []*pgconn.FallbackConfig
+	seen := map[string]bool{}
+	for _, f := range all {
+		if network, _ := pgconn.NetworkAddress(f.Host, f.Port); network == "unix" {
+			return fmt.Errorf("backend.postgres.tls is set but host %s is a Unix socket, which carries no TLS", f.Host)
+		}
+		k := fmt.Sprintf("%s:%d", f.Host, f.Port)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		c := t.Clone()
+		if c.ServerName == "" {
+			c.ServerName = f.Host
+		}
+		if cc.SSLNegotiation == "direct" && len(c.NextProtos) == 0 {
+			c.NextProtos = []string{"postgresql"} // as pgx sets it
+		}
+		out = append(out, &pgconn.FallbackConfig{Host: f.Host, Port: f.Port, TLSConfig: c})
+	}
+	cc.Host, cc.Port, cc.TLSConfig = out[0].Host, out[0].Port, out[0].TLSConfig
+	cc.Fallbacks = out[1:]
+	return nil
 }
 
 // readPasswordFile returns the file's content without its trailing newline.

@@ -305,14 +305,16 @@ func NewClaimOnly(ctx context.Context, o Options) (*ClaimOnly, error) {
 	return b, nil
 }
 
-// CheckStrategy connects to the Redis of url (passwordFile overriding its
-// password) and checks that the server can run strategy ("" is lease); it
+// CheckStrategy connects to the Redis of o (o.URL, o.PasswordFile, o.TLS;
+// the other fields but Strategy are ignored) and checks that the server
+// can run o.Strategy ("" is lease); it
 // returns the strategy a backend would use (auto resolved to idmp or
 // script) or the reason it cannot. It is what NewClaimOnly and New check at
 // start, for anarchond validate: a PING, INFO server and, for idmp and
 // auto, COMMAND DOCS XADD. Its errors never contain a password.
-func CheckStrategy(ctx context.Context, url, passwordFile, strategy string) (string, error) {
-	o, err := Options{URL: url, PasswordFile: passwordFile}.withDefaults()
+func CheckStrategy(ctx context.Context, o Options) (string, error) {
+	strategy := o.Strategy
+	o, err := Options{URL: o.URL, PasswordFile: o.PasswordFile, TLS: o.TLS}.withDefaults()
 	if err != nil {
 		return "", fmt.Errorf("redis: %w", err)
 	}

@@ -305,7 +305,7 @@ func testServerVersion(t *testing.T, c redis.UniversalClient) string {
 // serverHasIDMP reports whether the test server has XADD IDMP.
 func serverHasIDMP(t *testing.T) bool {
 	t.Helper()
-	s, err := redisclaim.CheckStrategy(t.Context(), requireRedis(t), "", redisclaim.StrategyAuto)
+	s, err := redisclaim.CheckStrategy(t.Context(), redisclaim.Options{URL: requireRedis(t), Strategy: redisclaim.StrategyAuto})
 	if err != nil {
 		t.Fatalf("CheckStrategy auto: %v", err)
 	}
@@ -323,7 +323,7 @@ func TestIDMPNeedsRedis86(t *testing.T) {
 	ctx := t.Context()
 	if serverHasIDMP(t) {
 		// A Redis 8.6 test server: both pick idmp.
-		if s, err := redisclaim.CheckStrategy(ctx, url, "", redisclaim.StrategyIDMP); err != nil || s != redisclaim.StrategyIDMP {
+		if s, err := redisclaim.CheckStrategy(ctx, redisclaim.Options{URL: url, Strategy: redisclaim.StrategyIDMP}); err != nil || s != redisclaim.StrategyIDMP {
 			t.Fatalf("CheckStrategy idmp on %s: %q %v", version, s, err)
 		}
 		return
@@ -333,7 +333,7 @@ func TestIDMPNeedsRedis86(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("strategy idmp on Redis %s:\nwant %s\ngot  %v", version, want, err)
 	}
-	if _, err := redisclaim.CheckStrategy(ctx, url, "", redisclaim.StrategyIDMP); err == nil || err.Error() != want {
+	if _, err := redisclaim.CheckStrategy(ctx, redisclaim.Options{URL: url, Strategy: redisclaim.StrategyIDMP}); err == nil || err.Error() != want {
 		t.Fatalf("CheckStrategy idmp:\nwant %s\ngot  %v", want, err)
 	}
 
@@ -348,11 +348,11 @@ func TestIDMPNeedsRedis86(t *testing.T) {
 	}
 	for strategy, want := range map[string]string{"": "lease", "lease": "lease", "stream-id": "stream-id",
 		"script": "script", "auto": "script"} {
-		if got, err := redisclaim.CheckStrategy(ctx, url, "", strategy); err != nil || got != want {
+		if got, err := redisclaim.CheckStrategy(ctx, redisclaim.Options{URL: url, Strategy: strategy}); err != nil || got != want {
 			t.Errorf("CheckStrategy(%q): want %q, got %q %v", strategy, want, got, err)
 		}
 	}
-	if _, err := redisclaim.CheckStrategy(ctx, url, "", "nonsense"); err == nil || !strings.Contains(err.Error(), `unknown redis strategy "nonsense"`) {
+	if _, err := redisclaim.CheckStrategy(ctx, redisclaim.Options{URL: url, Strategy: "nonsense"}); err == nil || !strings.Contains(err.Error(), `unknown redis strategy "nonsense"`) {
 		t.Errorf("CheckStrategy of an unknown strategy: %v", err)
 	}
 	t.Logf("strategy idmp on Redis %s: %v", version, err)
@@ -403,7 +403,7 @@ func TestCheckStrategyHidesPassword(t *testing.T) {
 	const secret = "s3cr3t-Pa55"
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
-	_, err := redisclaim.CheckStrategy(ctx, "redis://anarchon:"+secret+"@"+closedAddr(t)+"/0", "", "auto")
+	_, err := redisclaim.CheckStrategy(ctx, redisclaim.Options{URL: "redis://anarchon:" + secret + "@" + closedAddr(t) + "/0", Strategy: "auto"})
 	if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "redis") {
 		t.Fatalf("want an error naming redis without the password, got %v", err)
 	}
@@ -687,7 +687,7 @@ func TestIDMPOnRedis8(t *testing.T) {
 		t.Fatalf("%s: %v", redis8Env, err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if s, err := redisclaim.CheckStrategy(t.Context(), url, "", redisclaim.StrategyAuto); err != nil || s != redisclaim.StrategyIDMP {
+	if s, err := redisclaim.CheckStrategy(t.Context(), redisclaim.Options{URL: url, Strategy: redisclaim.StrategyAuto}); err != nil || s != redisclaim.StrategyIDMP {
 		t.Fatalf("%s (Redis %s): CheckStrategy auto must pick idmp, got %q %v", redis8Env, testServerVersion(t, c), s, err)
 	}
 	newNS := func(t testing.TB) string {

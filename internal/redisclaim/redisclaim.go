@@ -47,6 +47,8 @@
 // error. A Sentinel URL with replica_only is refused (claims write to the
 // master); route_by_latency and route_randomly send reads to replicas
 // (go-redis's failover cluster client), which the cheap read tolerates.
+// backend.redis.tls (Options.TLS) sets the CA, client certificate and
+// server name; it turns TLS on for a redis:// URL too.
 // Over TLS, each server's certificate is checked against the name the
 // client dialled (the name in the URL, or the one Cluster or Sentinel
 // announce).
@@ -71,6 +73,7 @@ package redisclaim
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -84,6 +87,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/storetls"
 )
 
 // Defaults of Options.
@@ -108,7 +112,11 @@ func init() {
 // open is the "redis" factory: it dispatches on backend.redis.strategy.
 func open(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
 	c := p.Config.Backend.Redis
-	o := Options{URL: c.URL, PasswordFile: c.PasswordFile, Namespace: p.Config.Namespace, Log: p.Log}
+	tc, err := storetls.Config(c.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("redis: backend.redis.%w", err)
+	}
+	o := Options{URL: c.URL, PasswordFile: c.PasswordFile, TLS: tc, Namespace: p.Config.Namespace, Log: p.Log}
 	switch c.Strategy {
 	case StrategyLease, "":
 		return New(ctx, o)
@@ -134,6 +142,12 @@ type Options struct {
 	// PasswordFile, if set, names a file whose content (one trailing
 	// newline removed) is the password; it overrides the URL's password.
 	PasswordFile string
+	// TLS, if set (storetls.Config of backend.redis.tls), is the client
+	// TLS configuration: it turns TLS on for a redis:// URL and replaces
+	// rediss://'s default (skip_verify in the URL still applies). An empty
+	// ServerName checks each server against the name the client dials.
+	// Ignored when Client is set.
+	TLS *tls.Config
 	// Namespace prefixes every key (default "cron"). It must not contain
 	// "{" or "}", which would break the keys' cluster hash tags.
 	Namespace string
@@ -213,6 +227,9 @@ func connect(ctx context.Context, o Options) (c redis.UniversalClient, owned boo
 	if c == nil {
 		cc, err := parseURL(o.URL, o.PasswordFile)
 		if err != nil {
+			return nil, false, fmt.Errorf("connect to %s: %w", where, err)
+		}
+		if err := cc.applyTLS(o.TLS); err != nil {
 			return nil, false, fmt.Errorf("connect to %s: %w", where, err)
 		}
 		secrets = cc.secrets

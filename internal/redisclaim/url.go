@@ -188,6 +188,43 @@ func parseURL(raw, passwordFile string) (*clientConfig, error) {
 	return cc, nil
 }
 
+// applyTLS makes the client use t (backend.redis.tls): it turns TLS on for
+// a redis:// URL and replaces the default configuration of a rediss:// one,
+// keeping the URL's skip_verify. An empty t.ServerName is the URL's host
+// for one server; in a Cluster or behind Sentinel each server is checked
+// against the name the client dials. A unix:// URL takes no TLS.
+func (c *clientConfig) applyTLS(t *tls.Config) error {
+	if t == nil {
+		return nil
+	}
+	merge := func(old *tls.Config, serverName string) *tls.Config {
+		n := t.Clone()
+		if n.ServerName == "" {
+			n.ServerName = serverName
+		}
+		if old != nil && old.InsecureSkipVerify {
+			n.InsecureSkipVerify = true
+		}
+		return n
+	}
+	switch {
+	case c.cluster != nil:
+		c.cluster.TLSConfig = merge(c.cluster.TLSConfig, "")
+	case c.failover != nil:
+		c.failover.TLSConfig = merge(c.failover.TLSConfig, "")
+	default:
+		if c.single.Network == "unix" {
+			return errors.New("backend.redis.tls is set but a unix:// URL carries no TLS")
+		}
+		host, _, err := net.SplitHostPort(c.single.Addr)
+		if err != nil {
+			host = c.single.Addr
+		}
+		c.single.TLSConfig = merge(c.single.TLSConfig, host)
+	}
+	return nil
+}
+
 // mergeURLs parses raw, one URL or a comma-separated list of URLs, into one
 // URL (the first one's host) and the host:port of the others. User info,
 // database and options may be written on any one URL of a list, or

@@ -1,6 +1,8 @@
 package redisclaim
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"os"
 	"path/filepath"
 	"slices"
@@ -197,5 +199,49 @@ func TestParseVersion(t *testing.T) {
 		if got := [3]int{major, minor, map[bool]int{true: 1}[ok]}; ok && got != want || !ok && want[2] != 0 {
 			t.Errorf("parseVersion(%q) = %d, %d, %v; want %v", v, major, minor, ok, want)
 		}
+	}
+}
+
+// TestApplyTLS: backend.redis.tls turns TLS on or replaces rediss://'s
+// defaults; the server name is the URL's host for one server and left to
+// the dialled name in a Cluster or behind Sentinel.
+func TestApplyTLS(t *testing.T) {
+	ca := x509.NewCertPool()
+	want := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca}
+	for _, tc := range []struct {
+		url, serverName string
+		skipVerify      bool
+	}{
+		{"redis://cache:6380/0", "cache", false},
+		{"rediss://cache.example:6380/0?skip_verify=true", "cache.example", true},
+		{"redis://n1:7000,redis://n2:7001", "", false},
+		{"rediss://s1:26379?master_name=m", "", false},
+	} {
+		cc, err := parseURL(tc.url, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cc.applyTLS(want); err != nil {
+			t.Fatal(err)
+		}
+		var got *tls.Config
+		switch {
+		case cc.single != nil:
+			got = cc.single.TLSConfig
+		case cc.cluster != nil:
+			got = cc.cluster.TLSConfig
+		default:
+			got = cc.failover.TLSConfig
+		}
+		if got == nil || got == want || got.RootCAs != ca || got.ServerName != tc.serverName || got.InsecureSkipVerify != tc.skipVerify {
+			t.Errorf("%s: got %+v", tc.url, got)
+		}
+	}
+	cc, _ := parseURL("unix:///run/redis.sock", "")
+	if err := cc.applyTLS(want); err == nil {
+		t.Error("unix:// with tls: want an error")
+	}
+	if want.ServerName != "" {
+		t.Error("applyTLS changed its argument")
 	}
 }
