@@ -55,6 +55,8 @@ import (
 // EVALSHA and falls back to EVAL on NOSCRIPT (after a restart or SCRIPT
 // FLUSH); Claim does the same around its pipeline.
 var (
+	//go:embed lua/lease_prelude.lua
+	leasePreludeLua string
 	//go:embed lua/lease_claim.lua
 	leaseClaimLua string
 	//go:embed lua/lease_renew.lua
@@ -68,12 +70,12 @@ var (
 	//go:embed lua/lease_prune.lua
 	leasePruneLua string
 
-	leaseClaim   = redis.NewScript(leaseClaimLua)
-	leaseRenew   = redis.NewScript(leaseRenewLua)
-	leaseFinish  = redis.NewScript(leaseFinishLua)
-	leaseRelease = redis.NewScript(leaseReleaseLua)
-	leaseRead    = redis.NewScript(leaseReadLua) // run read-only: EVALSHA_RO
-	leasePrune   = redis.NewScript(leasePruneLua)
+	leaseClaim   = redis.NewScript(leasePreludeLua + leaseClaimLua)
+	leaseRenew   = redis.NewScript(leasePreludeLua + leaseRenewLua)
+	leaseFinish  = redis.NewScript(leasePreludeLua + leaseFinishLua)
+	leaseRelease = redis.NewScript(leasePreludeLua + leaseReleaseLua)
+	leaseRead    = redis.NewScript(leasePreludeLua + leaseReadLua) // run read-only: EVALSHA_RO
+	leasePrune   = redis.NewScript(leasePreludeLua + leasePruneLua)
 )
 
 const (

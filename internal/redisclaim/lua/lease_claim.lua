@@ -20,8 +20,7 @@ local skip = ARGV[7] == 'skip'
 local maxlen = ARGV[8]
 
 -- Store time, read here, after every earlier claim of the job has run.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = store_now()
 
 -- Is another run of the job running with lease_until >= now?
 local function other_live()
@@ -64,9 +63,9 @@ if not raw then
   return grant(1, 'claimed')
 end
 
-local ok, run = pcall(cjson.decode, raw)
-if not ok or type(run) ~= 'table' then
-  return redis.error_reply('ERR anarchon: unreadable state of slot ' .. slot .. ' in ' .. state)
+local run, err = decode_run(raw, state, slot)
+if not run then
+  return err
 end
 if run.status == 'running' and run.token == token then
   return {'won', run.attempt, now, run.lease_until, ''} -- my own claim, re-sent

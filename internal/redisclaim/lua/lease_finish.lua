@@ -17,9 +17,9 @@ local raw = redis.call('HGET', state, slot)
 if not raw then
   return {'fenced'}
 end
-local ok, run = pcall(cjson.decode, raw)
-if not ok or type(run) ~= 'table' then
-  return redis.error_reply('ERR anarchon: unreadable state of slot ' .. slot .. ' in ' .. state)
+local run, err = decode_run(raw, state, slot)
+if not run then
+  return err
 end
 if run.token == token and run.status == status and run.status ~= 'running'
     and run.exit_code == exit_code and (run.output_tail or '') == tail then
@@ -28,8 +28,7 @@ end
 if run.status ~= 'running' or run.token ~= token then
   return {'fenced'}
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = store_now()
 redis.call('XADD', history, 'MAXLEN', '~', ARGV[6], '*',
   'event', 'finished', 'slot', slot, 'attempt', run.attempt, 'token', token,
   'instance', run.instance, 'status', status)

@@ -12,8 +12,7 @@
 local state, slots, live, history = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local batch = tonumber(ARGV[3])
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = store_now()
 local cutoff = now - tonumber(ARGV[1])
 local cutoff_s = string.format('%.0f', cutoff)
 

@@ -5,6 +5,5 @@
 -- KEYS[1] {ns:job}:state
 -- ARGV: slot
 -- Reply: {now_ms, run JSON or nil}.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = store_now()
 return {now, redis.call('HGET', KEYS[1], ARGV[1])}

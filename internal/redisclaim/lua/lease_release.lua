@@ -9,19 +9,11 @@
 local state, live, history = KEYS[1], KEYS[2], KEYS[3]
 local slot, token = ARGV[1], ARGV[2]
 
-local raw = redis.call('HGET', state, slot)
-if not raw then
-  return {'fenced'}
+local run, reply = owned_run(state, slot, token)
+if not run then
+  return reply
 end
-local ok, run = pcall(cjson.decode, raw)
-if not ok or type(run) ~= 'table' then
-  return redis.error_reply('ERR anarchon: unreadable state of slot ' .. slot .. ' in ' .. state)
-end
-if run.status ~= 'running' or run.token ~= token then
-  return {'fenced'}
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = store_now()
 redis.call('XADD', history, 'MAXLEN', '~', ARGV[3], '*',
   'event', 'released', 'slot', slot, 'attempt', run.attempt, 'token', token,
   'instance', run.instance)
