@@ -33,7 +33,7 @@ func newRunCmd(env Env) *cobra.Command {
 				return runtimeError(fmt.Errorf("find own executable for the job supervisor: %w", err))
 			}
 			err = daemon.Run(c.Context(), cfg, daemon.Options{
-				Log: log, Clock: clock.Real{}, Environ: env.Environ,
+				Log: log, Clock: clock.FromEnv(clock.Real{}), Environ: env.Environ,
 				Supervisor: []string{exe, "supervise", "--"},
 				Reload: func() (*config.Config, error) {
 					next, err := config.Load(cf.path, config.LoadOptions{AllowInsecurePerms: cf.allowWritable, Environ: env.Environ})
