@@ -10,11 +10,12 @@
 // the other, never at the same time. For each it reports:
 //
 //   - claim: -n uncontended claims (-n-rabbitmq for RabbitMQ), each the
-//     first claim of a fresh run (a fresh job, slot and token, maxLate 1h,
-//     lease 30s, 3 attempts, overlap -overlap), so each answers won: the
-//     path every scheduled run takes on the instance that wins it. A fresh
-//     job per run keeps overlap=skip honest: with one job, a lease backend
-//     would answer overlap to every claim after the first.
+//     first claim of the next slot of one of 50 jobs that already have
+//     state in the store (maxLate 1h, lease 30s, 3 attempts, overlap
+//     -overlap), so each answers won: the path every scheduled run of an
+//     established crontab takes on the instance that wins it. On lease
+//     backends each run is then finished, untimed, as its job would be,
+//     so that overlap=skip finds no live run of the job at its next slot.
 //   - raw: the cheapest operation the store offers, on a connection of its
 //     own: PING (Redis); SELECT 1 on a pgx connection (PostgreSQL); a
 //     JetStream publish without Nats-Msg-Id to <ns>.bench.raw in the same
@@ -184,7 +185,16 @@ func measure(ctx context.Context, r row) (res result) {
 	return res
 }
 
+// steadyJobs is how many jobs the uncontended claims go round: each
+// claim is the next slot of a job whose previous run finished, the path
+// every scheduled run of an established crontab takes.
+const steadyJobs = 50
+
 // uncontended claims n fresh runs on one backend, each after one raw op.
+// The runs are the next slots of steadyJobs jobs that already have state
+// in the store (claimed and finished once in the warm-up); after each
+// timed claim the run is finished, untimed, so that overlap=skip finds no
+// live run of the job at its next slot.
 func uncontended(ctx context.Context, st *store, n int, runs *[]runKey) (claims, raws []time.Duration, err error) {
 	be, err := st.open(ctx)
 	if err != nil {
@@ -192,12 +202,22 @@ func uncontended(ctx context.Context, st *store, n int, runs *[]runKey) (claims,
 	}
 	defer be.Close()
 	base := time.Now().Add(-30 * time.Minute).UnixMilli()
-	// Warm up both paths (connections, prepared statements, scripts).
+	// Warm up both paths (connections, prepared statements, scripts) and
+	// give every job its state.
 	if err := st.raw(ctx); err != nil {
 		return nil, nil, fmt.Errorf("raw op: %w", err)
 	}
-	if _, err := claimWon(ctx, be, newRequest("warm", base, "bench"), runs); err != nil {
-		return nil, nil, err
+	claimFinished := func(req claim.Request) (time.Duration, error) {
+		d, err := claimWon(ctx, be, req, runs)
+		if err == nil {
+			err = finish(ctx, be, req)
+		}
+		return d, err
+	}
+	for j := range steadyJobs {
+		if _, err := claimFinished(newRequest(fmt.Sprintf("solo-%d", j), base, "bench")); err != nil {
+			return nil, nil, err
+		}
 	}
 	claims, raws = make([]time.Duration, 0, n), make([]time.Duration, 0, n)
 	for i := range n {
@@ -206,13 +226,27 @@ func uncontended(ctx context.Context, st *store, n int, runs *[]runKey) (claims,
 			return nil, nil, fmt.Errorf("raw op %d: %w", i, err)
 		}
 		raws = append(raws, time.Since(t0))
-		d, err := claimWon(ctx, be, newRequest(fmt.Sprintf("solo-%d", i), base+int64(i), "bench"), runs)
+		d, err := claimFinished(newRequest(fmt.Sprintf("solo-%d", i%steadyJobs), base+1+int64(i), "bench"))
 		if err != nil {
 			return nil, nil, err
 		}
 		claims = append(claims, d)
 	}
 	return claims, raws, nil
+}
+
+// finish records req's run as succeeded on a lease backend; claim-only
+// backends keep no run to finish.
+func finish(ctx context.Context, be claim.Backend, req claim.Request) error {
+	if _, ok := be.(claim.Leaser); !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	if err := be.Finish(ctx, req.Fence(1), claim.Finish{Status: claim.StatusSucceeded}); err != nil {
+		return fmt.Errorf("finish %s@%d: %w", req.Job, req.Slot, err)
+	}
+	return nil
 }
 
 // claimWon claims req, which must be won, and returns how long it took.

@@ -398,21 +398,15 @@ func (b *Backend) Close() error {
 
 // Claim makes the decision of SPEC §3.1 for req, with store time.
 //
-// It first reads the run with a plain SELECT: a finished run (done), the
+// It is one call of the claim function, one round trip. The function
+// first reads the run with a plain SELECT: a finished run (done), the
 // caller's own live claim re-sent (won) and another's live lease (running)
-// are answered from that read, without a lock. Only a run with no state or
-// an expired lease calls the claim function, which decides again under the
-// job's lock.
+// are answered from that read, without a lock and without writing. Only a
+// run with no state or an expired lease is decided again under the job's
+// lock.
 func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
 	if err := req.CheckLease(); err != nil {
 		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
-	}
-	cur, now, err := b.readRun(ctx, req.Job, req.Slot)
-	if err != nil {
-		return claim.Result{}, b.secrets.wrap(fmt.Errorf("claim %s@%d: read: %w", req.Job, req.Slot, err))
-	}
-	if !claim.Contested(cur, now, req.Token) {
-		return claim.Decide(cur, false, now, req).Result, nil
 	}
 	res, err := b.claimLocked(ctx, req)
 	if err != nil {

@@ -170,6 +170,137 @@ var migrations = []string{
 		lease_until := now_ms + p_lease_ms;
 	END
 	$claim$;`,
+	// 2: the claim answers from a plain read when the run is not contested
+	// (the read before the transaction moves into the function: every claim
+	// is one round trip), and the job's lock is an advisory lock, which
+	// writes nothing, instead of an upsert of its {{jobs}} row. The table
+	// stays, unused, so that instances of version 1 still running during an
+	// upgrade keep working; they call this function too, by name.
+	`	CREATE OR REPLACE FUNCTION {{claim}}(
+		p_job text, p_slot bigint, p_token text, p_instance text,
+		p_max_late_ms bigint, p_lease_ms bigint, p_max_attempts integer, p_overlap_skip boolean,
+		OUT outcome text, OUT attempt integer, OUT store_now bigint, OUT lease_until bigint)
+	LANGUAGE plpgsql VOLATILE AS $claim$
+	#variable_conflict use_column
+	DECLARE
+		cur        {{runs}}%ROWTYPE;
+		found_run  boolean;
+		now_ms     bigint;
+		other_live boolean := false;
+	BEGIN
+		-- 0. The read before the lock (SPEC §3.1): a run that is finished,
+		-- held under a live lease, or my own re-sent claim is answered
+		-- from a plain read, with no lock taken and nothing written, so
+		-- its commit waits for no WAL flush. Only a claim that may write
+		-- goes on.
+		SELECT * INTO cur FROM {{runs}} AS r WHERE r.job = p_job AND r.slot = p_slot;
+		IF FOUND THEN
+			now_ms := {{now}};
+			store_now := now_ms;
+			attempt := cur.attempt;
+			IF cur.status = 'running' AND cur.token = p_token THEN
+				outcome := 'won';
+				lease_until := cur.lease_until;
+				RETURN;
+			ELSIF cur.status <> 'running' THEN
+				outcome := 'done';
+				attempt := 0;
+				RETURN;
+			ELSIF cur.lease_until >= now_ms THEN
+				outcome := 'running';
+				lease_until := cur.lease_until;
+				RETURN;
+			END IF;
+		END IF;
+
+		-- 1. The job's lock: a transaction-scoped advisory lock on (this
+		-- table's jobs table, the job's hash), held until COMMIT. A second
+		-- claim of the job waits here and then sees the first's run. Unlike
+		-- the row lock of version 1 (an upsert of the job's row in
+		-- {{jobs}}), it writes nothing: a claim that waited and then finds
+		-- the run taken commits without a WAL flush. Two jobs whose names
+		-- hash alike merely share a lock.
+		PERFORM pg_advisory_xact_lock('{{jobs}}'::regclass::oid::integer, hashtext(p_job));
+
+		-- 2. The run, locked against a concurrent renew, finish or release.
+		SELECT * INTO cur FROM {{runs}} AS r WHERE r.job = p_job AND r.slot = p_slot FOR UPDATE;
+		found_run := FOUND;
+
+		-- 3. Store now, read once the locks are held: clock_timestamp(), not
+		-- now(), which is the transaction's start and may be stale after the
+		-- wait for the lock.
+		now_ms := {{now}};
+		store_now := now_ms;
+		attempt := 0;
+
+		IF NOT found_run THEN
+			IF now_ms - p_slot > p_max_late_ms THEN
+				outcome := 'late';
+				RETURN;
+			END IF;
+			IF p_overlap_skip AND EXISTS (SELECT 1 FROM {{runs}} AS o
+					WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot) THEN
+				outcome := 'overlap';
+				RETURN;
+			END IF;
+			INSERT INTO {{runs}} (job, slot, status, attempt, instance, token,
+					started_at, finished_at, lease_until, exit_code, output_tail)
+				VALUES (p_job, p_slot, 'running', 1, p_instance, p_token,
+					now_ms, NULL, now_ms + p_lease_ms, NULL, '');
+			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+				VALUES (p_job, p_slot, 1, p_token, p_instance, 'claimed', now_ms);
+			outcome := 'won';
+			attempt := 1;
+			lease_until := now_ms + p_lease_ms;
+			RETURN;
+		END IF;
+
+		-- My own claim, re-sent: won, whatever the lease says.
+		IF cur.status = 'running' AND cur.token = p_token THEN
+			outcome := 'won';
+			attempt := cur.attempt;
+			lease_until := cur.lease_until;
+			RETURN;
+		END IF;
+
+		IF cur.status <> 'running' THEN
+			outcome := 'done';
+			RETURN;
+		END IF;
+
+		IF cur.lease_until >= now_ms THEN
+			outcome := 'running';
+			attempt := cur.attempt;
+			lease_until := cur.lease_until;
+			RETURN;
+		END IF;
+
+		-- The lease expired. Overlap also guards takeovers.
+		IF p_overlap_skip THEN
+			other_live := EXISTS (SELECT 1 FROM {{runs}} AS o
+				WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot);
+		END IF;
+		IF cur.attempt >= p_max_attempts OR other_live THEN
+			UPDATE {{runs}} AS r SET status = 'interrupted', finished_at = now_ms
+				WHERE r.job = p_job AND r.slot = p_slot;
+			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+				VALUES (p_job, p_slot, cur.attempt, cur.token, cur.instance, 'interrupted', now_ms);
+			outcome := 'done';
+			attempt := cur.attempt;
+			RETURN;
+		END IF;
+
+		UPDATE {{runs}} AS r SET status = 'running', attempt = cur.attempt + 1,
+				instance = p_instance, token = p_token, started_at = now_ms, finished_at = NULL,
+				lease_until = now_ms + p_lease_ms, exit_code = NULL, output_tail = ''
+			WHERE r.job = p_job AND r.slot = p_slot;
+		INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+			VALUES (p_job, p_slot, cur.attempt + 1, p_token, p_instance, 'takeover', now_ms);
+		outcome := 'won';
+		attempt := cur.attempt + 1;
+		lease_until := now_ms + p_lease_ms;
+	END
+	$claim$;`,
 }
 
 // nowMs is the store's clock in integer milliseconds since the Unix epoch.

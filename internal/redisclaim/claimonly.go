@@ -302,6 +302,10 @@ func NewClaimOnly(ctx context.Context, o Options) (*ClaimOnly, error) {
 		window: o.Window, idmpDur: int64(o.IDMPDuration / time.Second), idmpMax: o.IDMPMaxSize,
 		log: o.Log, setup: map[string]*idmpJob{}, claims: map[claimKey]claimEntry{},
 	}
+	if err := loadScripts(ctx, c, scriptClaim, idmpSetup, claimOnlyFinish); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("redis %s strategy: %w", effective, err)
+	}
 	return b, nil
 }
 

@@ -128,6 +128,10 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		b.Close()
 		return nil, fmt.Errorf("redis lease strategy: needs Redis 7.0 or later (EVALSHA_RO), the server is %s", v)
 	}
+	if err := loadScripts(ctx, c, leaseClaim, leaseRenew, leaseFinish, leaseRelease, leaseRead, leasePrune); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("redis lease strategy: %w", err)
+	}
 	return b, nil
 }
 
@@ -190,12 +194,13 @@ func checkRequest(req claim.Request) error {
 }
 
 // Claim makes the decision of SPEC §3.1 for req in one script, with store
-// time. The script and the SADD of the job to the index of jobs go in one
-// pipeline (one round trip on a single server): the index names the job
-// before any run of it exists, so no crash between the two can hide a run
-// from status and Prune. On NOSCRIPT (after a restart or SCRIPT FLUSH) the
-// claim is sent again with EVAL; EVALSHA answered NOSCRIPT without running
-// anything.
+// time: one EVALSHA, one round trip. The first claim of a job that has no
+// state in the store yet is answered "index": it is sent again in one
+// pipeline after an SADD of the job to the index of jobs, so that the index
+// names the job before any run of it exists and no crash between the two
+// can hide a run from status and Prune. On NOSCRIPT (after a restart or
+// SCRIPT FLUSH) the claim is sent again with EVAL; EVALSHA answered
+// NOSCRIPT without running anything.
 func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
 	if err := checkRequest(req); err != nil {
 		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
@@ -203,21 +208,27 @@ func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, e
 	k := b.keys(req.Job)
 	keys := []string{k.state, k.slots, k.live, k.history}
 	args := []any{req.Slot, string(req.Token), req.Instance, req.MaxLate.Milliseconds(), req.Lease.Milliseconds(),
-		req.MaxAttempts, string(req.Overlap), b.maxLen}
-	var index *redis.IntCmd
-	var decide *redis.Cmd
-	_, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		index = p.SAdd(ctx, b.jobsKey(), req.Job)
-		decide = leaseClaim.EvalSha(ctx, p, keys, args...)
-		return nil
-	})
-	if err := index.Err(); err != nil {
-		return claim.Result{}, fmt.Errorf("claim %s@%d: add the job to %s: %w", req.Job, req.Slot, b.jobsKey(), err)
-	}
+		req.MaxAttempts, string(req.Overlap), b.maxLen, ""}
+	decide := leaseClaim.EvalSha(ctx, b.c, keys, args...)
 	if redis.HasErrorPrefix(decide.Err(), "NOSCRIPT") {
 		decide = leaseClaim.Eval(ctx, b.c, keys, args...)
-	} else if err != nil && decide.Err() == nil {
-		decide.SetErr(err)
+	}
+	if v, _ := decide.Slice(); len(v) > 0 && v[0] == "index" {
+		args[len(args)-1] = "1"
+		var index *redis.IntCmd
+		_, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			index = p.SAdd(ctx, b.jobsKey(), req.Job)
+			decide = leaseClaim.EvalSha(ctx, p, keys, args...)
+			return nil
+		})
+		if err := index.Err(); err != nil {
+			return claim.Result{}, fmt.Errorf("claim %s@%d: add the job to %s: %w", req.Job, req.Slot, b.jobsKey(), err)
+		}
+		if redis.HasErrorPrefix(decide.Err(), "NOSCRIPT") {
+			decide = leaseClaim.Eval(ctx, b.c, keys, args...)
+		} else if err != nil && decide.Err() == nil {
+			decide.SetErr(err)
+		}
 	}
 	v, err := decide.Slice()
 	if err != nil {

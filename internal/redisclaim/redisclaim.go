@@ -309,3 +309,17 @@ func scrub(err error, secrets ...string) error {
 	}
 	return &scrubbedError{msg: msg, err: err}
 }
+
+// loadScripts loads scripts into the script cache of the server (of every
+// master of a cluster), so that the first claims find them there, and so
+// that a server that refuses Lua scripting (an ACL user without
+// @scripting, a proxy that does not pass EVAL) is one clear error at start
+// instead of a failed claim at every slot.
+func loadScripts(ctx context.Context, c redis.UniversalClient, scripts ...*redis.Script) error {
+	for _, s := range scripts {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			return fmt.Errorf("the server refused Lua scripting (SCRIPT LOAD), which every redis strategy needs: %w", err)
+		}
+	}
+	return nil
+}

@@ -860,3 +860,25 @@ func TestMatchesDecide(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstClaimIndexesTheJob: the first claim of a job names it in the
+// index of jobs (status and Prune find its runs through it), and so does
+// the first claim after the index lost it while the job had no state.
+func TestFirstClaimIndexesTheJob(t *testing.T) {
+	ns := newNamespace(t)
+	b := open(t, ns)
+	c := rawClient(t)
+	ctx := t.Context()
+	mustWin(t, b, request("first", time.Now().UnixMilli()), 1)
+	if ok, err := c.SIsMember(ctx, ns+":jobs", "first").Result(); err != nil || !ok {
+		t.Fatalf("after its first claim the job must be in %s:jobs: %v %v", ns, ok, err)
+	}
+	// A job whose keys and index entry are gone (pruned) is indexed again.
+	if err := deleteNamespace(ctx, c, ns); err != nil {
+		t.Fatal(err)
+	}
+	mustWin(t, b, request("first", time.Now().UnixMilli()+1), 1)
+	if ok, err := c.SIsMember(ctx, ns+":jobs", "first").Result(); err != nil || !ok {
+		t.Fatalf("a claim that creates the job's state again must index it: %v %v", ok, err)
+	}
+}

@@ -6,11 +6,15 @@
 -- KEYS[3] {ns:job}:live     hash   slot -> lease_until, for every running run
 -- KEYS[4] {ns:job}:history  stream claimed/takeover/interrupted/... events
 -- ARGV: slot, token, instance, max_late_ms, lease_ms, max_attempts,
---       overlap ("skip" | "allow"), history_maxlen
+--       overlap ("skip" | "allow"), history_maxlen, indexed ("1" when the
+--       caller added the job to the namespace's index of jobs just before)
 -- Reply: {outcome, attempt, now_ms, lease_until_ms, event}: outcome is won,
 -- running, done, late or overlap, with 0 where claim.Decide leaves a field
 -- zero; event is the history event written (claimed, takeover,
--- interrupted), or '' when the decision wrote nothing.
+-- interrupted), or '' when the decision wrote nothing. Outcome 'index'
+-- asks the caller to index the job and send the claim again: the claim
+-- would create the job's state, and the index must name a job before any
+-- run of it exists.
 local state, slots, live, history = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local slot, token, instance = ARGV[1], ARGV[2], ARGV[3]
 local slot_ms = tonumber(slot)
@@ -18,6 +22,7 @@ local max_late, lease = tonumber(ARGV[4]), tonumber(ARGV[5])
 local max_attempts = tonumber(ARGV[6])
 local skip = ARGV[7] == 'skip'
 local maxlen = ARGV[8]
+local indexed = ARGV[9] == '1'
 
 -- Store time, read here, after every earlier claim of the job has run.
 local now = store_now()
@@ -59,6 +64,11 @@ if not raw then
   end
   if skip and other_live() then
     return {'overlap', 0, now, 0, ''}
+  end
+  -- A job with state is in the index: its first claim indexed it, and
+  -- Prune removes a job from the index only once its keys are gone.
+  if not indexed and redis.call('EXISTS', state) == 0 then
+    return {'index', 0, now, 0, ''}
   end
   return grant(1, 'claimed')
 end
