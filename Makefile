@@ -54,3 +54,18 @@ package: build ## the .deb and .rpm into dist/ (see docs/operating.md)
 	mkdir -p $(DIST)
 	VERSION='$(PKG_VERSION)' $(NFPM) package --config packaging/nfpm.yaml --packager deb --target $(DIST)/
 	VERSION='$(PKG_VERSION)' $(NFPM) package --config packaging/nfpm.yaml --packager rpm --target $(DIST)/
+
+# Fuzzing: each target's committed seed corpus (testdata/fuzz and f.Add)
+# runs in every `go test`; `make fuzz` also mutates for FUZZTIME per target
+# (go test -fuzz takes one target at a time).
+FUZZTIME ?= 10s
+FUZZ_TARGETS := ./internal/config:FuzzParse ./internal/schedule:FuzzParse ./internal/status:FuzzSanitize
+
+.PHONY: fuzz
+
+fuzz: ## a short fuzz run of every fuzz target
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$pkg $$fn for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
