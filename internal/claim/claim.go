@@ -183,6 +183,21 @@ type Backend interface {
 	Close() error
 }
 
+// Batcher is a backend that decides many claims in one round trip to its
+// store: claims of slots that fall due at the same instant go together.
+// Each request of a batch is decided exactly as Claim would decide it
+// alone, in the order given (a later request sees what an earlier one
+// wrote), with every per-run guarantee of Claim.
+type Batcher interface {
+	Backend
+	// ClaimBatch decides reqs and returns their results in the same
+	// order. An error means that no answer arrived for any of them: the
+	// caller re-sends each with its same token (SPEC §3.3). A request the
+	// backend refuses as malformed fails the whole batch before anything
+	// is sent.
+	ClaimBatch(ctx context.Context, reqs []Request) ([]Result, error)
+}
+
 // Leaser is a backend whose winners hold leases.
 type Leaser interface {
 	Backend

@@ -111,6 +111,7 @@ var (
 	_ claim.Backend = (*Backend)(nil)
 	_ claim.Leaser  = (*Backend)(nil)
 	_ claim.Pruner  = (*Backend)(nil)
+	_ claim.Batcher = (*Backend)(nil)
 )
 
 func init() {
@@ -166,7 +167,8 @@ func (n names) lockKey(purpose string) int64 {
 
 // queries are the SQL statements with the table's names in them.
 type queries struct {
-	selectRun, claim, renew, finish, release   string
+	selectRun, claim, claimBatch, renew        string
+	finish, release                            string
 	listRuns, listJobRuns, prune, pruneJobs    string
 	currentVersion, recordVersion, createTable string
 }
@@ -175,6 +177,7 @@ func newQueries(n names) queries {
 	return queries{
 		selectRun:      n.expand(selectRunSQL),
 		claim:          n.expand(claimSQL),
+		claimBatch:     n.expand(claimBatchSQL),
 		renew:          n.expand(renewSQL),
 		finish:         n.expand(finishSQL),
 		release:        n.expand(releaseSQL),
@@ -418,24 +421,82 @@ func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, e
 // claimLocked calls the claim function: one statement, one round trip,
 // one implicit transaction.
 func (b *Backend) claimLocked(ctx context.Context, req claim.Request) (claim.Result, error) {
-	var (
-		outcome    string
-		attempt    int32
-		storeNow   int64
-		leaseUntil *int64
-	)
+	var r claimRow
 	// Durations in ms, truncated: for an integer age x, x > maxLate holds
 	// exactly when x > floor(maxLate in ms). maxAttempts <= 0 behaves as 0
 	// in claim.Decide (no takeover ever), so it is clamped into int4.
 	err := b.pool.QueryRow(ctx, b.sql.claim, req.Job, req.Slot, string(req.Token), req.Instance,
-		req.MaxLate.Milliseconds(), req.Lease.Milliseconds(), int32(max(0, min(req.MaxAttempts, 1<<31-1))),
-		req.Overlap == claim.OverlapSkip).Scan(&outcome, &attempt, &storeNow, &leaseUntil)
+		req.MaxLate.Milliseconds(), req.Lease.Milliseconds(), maxAttempts(req),
+		req.Overlap == claim.OverlapSkip).Scan(&r.outcome, &r.attempt, &r.storeNow, &r.leaseUntil)
 	if err != nil {
 		return claim.Result{}, err
 	}
-	res := claim.Result{Outcome: claim.Outcome(outcome), Attempt: int(attempt), StoreNow: fromMs(storeNow)}
-	if leaseUntil != nil {
-		res.LeaseUntil = fromMs(*leaseUntil)
+	return b.result(req, r), nil
+}
+
+// ClaimBatch decides reqs in one statement that calls the claim function
+// for each, in order: one round trip and one transaction, so one commit
+// (one WAL flush) for the batch. The job locks taken are held to the end
+// of the batch; two instances' batches that lock the same jobs in
+// opposite orders may deadlock, and PostgreSQL then aborts one of them,
+// which is re-sent: the scheduler sends its batches ordered by job, so
+// this does not happen between anarchon instances.
+func (b *Backend) ClaimBatch(ctx context.Context, reqs []claim.Request) ([]claim.Result, error) {
+	n := len(reqs)
+	var (
+		jobs, tokens, instances = make([]string, n), make([]string, n), make([]string, n)
+		slots, maxLate, lease   = make([]int64, n), make([]int64, n), make([]int64, n)
+		attempts                = make([]int32, n)
+		skip                    = make([]bool, n)
+	)
+	for i, req := range reqs {
+		if err := req.CheckLease(); err != nil {
+			return nil, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+		}
+		jobs[i], slots[i], tokens[i], instances[i] = req.Job, req.Slot, string(req.Token), req.Instance
+		maxLate[i], lease[i], attempts[i] = req.MaxLate.Milliseconds(), req.Lease.Milliseconds(), maxAttempts(req)
+		skip[i] = req.Overlap == claim.OverlapSkip
+	}
+	rows, err := b.pool.Query(ctx, b.sql.claimBatch, jobs, slots, tokens, instances, maxLate, lease, attempts, skip)
+	if err != nil {
+		return nil, b.secrets.wrap(fmt.Errorf("claim a batch of %d: %w", n, err))
+	}
+	out := make([]claim.Result, 0, n)
+	var r claimRow
+	_, err = pgx.ForEachRow(rows, []any{&r.outcome, &r.attempt, &r.storeNow, &r.leaseUntil}, func() error {
+		if len(out) == n {
+			return errors.New("more answers than claims")
+		}
+		out = append(out, b.result(reqs[len(out)], r))
+		return nil
+	})
+	if err == nil && len(out) != n {
+		err = fmt.Errorf("%d answers for %d claims", len(out), n)
+	}
+	if err != nil {
+		return nil, b.secrets.wrap(fmt.Errorf("claim a batch of %d: %w", n, err))
+	}
+	return out, nil
+}
+
+// claimRow is one answer of the claim function.
+type claimRow struct {
+	outcome    string
+	attempt    int32
+	storeNow   int64
+	leaseUntil *int64
+}
+
+// maxAttempts is req's maxAttempts clamped into int4; <= 0 behaves as 0 in
+// claim.Decide (no takeover ever).
+func maxAttempts(req claim.Request) int32 { return int32(max(0, min(req.MaxAttempts, 1<<31-1))) }
+
+// result converts the function's answer to req, logging takeovers and
+// interruptions.
+func (b *Backend) result(req claim.Request, r claimRow) claim.Result {
+	res := claim.Result{Outcome: claim.Outcome(r.outcome), Attempt: int(r.attempt), StoreNow: fromMs(r.storeNow)}
+	if r.leaseUntil != nil {
+		res.LeaseUntil = fromMs(*r.leaseUntil)
 	}
 	switch {
 	case res.Outcome == claim.Won && res.Attempt > 1:
@@ -447,7 +508,7 @@ func (b *Backend) claimLocked(ctx context.Context, req claim.Request) (claim.Res
 			zap.String("job", req.Job), zap.Int64("slot", req.Slot), zap.Int("attempt", res.Attempt),
 			zap.String("instance", req.Instance), zap.String("token", req.Token.Short()))
 	}
-	return res, nil
+	return res
 }
 
 // readRun returns the run (nil when there is none) and store now.

@@ -342,6 +342,15 @@ const (
 	claimSQL = `SELECT outcome, attempt, store_now, lease_until
 		FROM {{claim}}($1, $2, $3, $4, $5, $6, $7, $8)`
 
+	// claimBatchSQL is many claims in one statement, one round trip and
+	// one transaction (one commit, one WAL flush for all): the function
+	// is called for each row of the arrays in their order.
+	claimBatchSQL = `SELECT c.outcome, c.attempt, c.store_now, c.lease_until
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::integer[], $8::boolean[])
+			WITH ORDINALITY AS r(job, slot, token, instance, max_late_ms, lease_ms, max_attempts, overlap_skip, ord)
+		CROSS JOIN LATERAL {{claim}}(r.job, r.slot, r.token, r.instance, r.max_late_ms, r.lease_ms, r.max_attempts, r.overlap_skip) AS c
+		ORDER BY r.ord`
+
 	// renewSQL extends a lease, fenced by token and status. StoreNow is
 	// returned as lease_until - lease: the same reading of the clock.
 	renewSQL = `UPDATE {{runs}} AS r SET lease_until = {{now}} + $3

@@ -106,6 +106,7 @@ var (
 	_ claim.Backend = (*Backend)(nil)
 	_ claim.Leaser  = (*Backend)(nil)
 	_ claim.Pruner  = (*Backend)(nil)
+	_ claim.Batcher = (*Backend)(nil)
 )
 
 // New connects to Redis (o.Client, or a client made from o.URL) and checks
@@ -202,48 +203,112 @@ func checkRequest(req claim.Request) error {
 // SCRIPT FLUSH) the claim is sent again with EVAL; EVALSHA answered
 // NOSCRIPT without running anything.
 func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
-	if err := checkRequest(req); err != nil {
-		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
-	}
-	k := b.keys(req.Job)
-	keys := []string{k.state, k.slots, k.live, k.history}
-	args := []any{req.Slot, string(req.Token), req.Instance, req.MaxLate.Milliseconds(), req.Lease.Milliseconds(),
-		req.MaxAttempts, string(req.Overlap), b.maxLen, ""}
-	decide := leaseClaim.EvalSha(ctx, b.c, keys, args...)
-	if redis.HasErrorPrefix(decide.Err(), "NOSCRIPT") {
-		decide = leaseClaim.Eval(ctx, b.c, keys, args...)
-	}
-	if v, _ := decide.Slice(); len(v) > 0 && v[0] == "index" {
-		args[len(args)-1] = "1"
-		var index *redis.IntCmd
-		_, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			index = p.SAdd(ctx, b.jobsKey(), req.Job)
-			decide = leaseClaim.EvalSha(ctx, p, keys, args...)
-			return nil
-		})
-		if err := index.Err(); err != nil {
-			return claim.Result{}, fmt.Errorf("claim %s@%d: add the job to %s: %w", req.Job, req.Slot, b.jobsKey(), err)
-		}
-		if redis.HasErrorPrefix(decide.Err(), "NOSCRIPT") {
-			decide = leaseClaim.Eval(ctx, b.c, keys, args...)
-		} else if err != nil && decide.Err() == nil {
-			decide.SetErr(err)
-		}
-	}
-	v, err := decide.Slice()
+	res, err := b.claimAll(ctx, []claim.Request{req})
 	if err != nil {
 		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
 	}
-	res, event, err := parseClaimReply(v)
+	return res[0], nil
+}
+
+// ClaimBatch decides reqs with one pipeline of claim scripts: one round
+// trip on a single server (go-redis splits a pipeline by node on a
+// cluster). Each script is one claim, atomic on its own, as Claim sends it.
+func (b *Backend) ClaimBatch(ctx context.Context, reqs []claim.Request) ([]claim.Result, error) {
+	res, err := b.claimAll(ctx, reqs)
 	if err != nil {
-		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
-	}
-	if event != "" && event != string(claim.EventClaimed) {
-		b.log.Debug("claim decision", zap.String("event", event),
-			zap.String("job", req.Job), zap.Int64("slot", req.Slot), zap.Int("attempt", res.Attempt),
-			zap.String("instance", req.Instance), zap.String("token", req.Token.Short()))
+		return nil, fmt.Errorf("claim a batch of %d: %w", len(reqs), err)
 	}
 	return res, nil
+}
+
+// claimAll sends the claim script of each request, in order, and re-sends
+// in a second pipeline those answered NOSCRIPT (with EVAL) or "index"
+// (after the SADD of their jobs).
+func (b *Backend) claimAll(ctx context.Context, reqs []claim.Request) ([]claim.Result, error) {
+	for _, req := range reqs {
+		if err := checkRequest(req); err != nil {
+			if len(reqs) > 1 {
+				err = fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+			}
+			return nil, err
+		}
+	}
+	keys := make([][]string, len(reqs))
+	args := make([][]any, len(reqs))
+	for i, req := range reqs {
+		k := b.keys(req.Job)
+		keys[i] = []string{k.state, k.slots, k.live, k.history}
+		args[i] = []any{req.Slot, string(req.Token), req.Instance, req.MaxLate.Milliseconds(), req.Lease.Milliseconds(),
+			req.MaxAttempts, string(req.Overlap), b.maxLen, ""}
+	}
+	cmds := make([]*redis.Cmd, len(reqs))
+	if len(reqs) == 1 {
+		cmds[0] = leaseClaim.EvalSha(ctx, b.c, keys[0], args[0]...)
+	} else {
+		_, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range reqs {
+				cmds[i] = leaseClaim.EvalSha(ctx, p, keys[i], args[i]...)
+			}
+			return nil
+		})
+		if err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return nil, err
+		}
+	}
+	var again []int // answered NOSCRIPT or "index"
+	index := map[string]bool{}
+	for i, c := range cmds {
+		if v, err := c.Slice(); redis.HasErrorPrefix(err, "NOSCRIPT") || (err == nil && len(v) > 0 && v[0] == "index") {
+			// Sent again after the SADD of its job: a NOSCRIPT answer says
+			// nothing about the index, and an SADD too many is harmless.
+			again = append(again, i)
+			index[reqs[i].Job] = true
+			args[i][len(args[i])-1] = "1"
+		}
+	}
+	if len(again) > 0 {
+		// The scripts are sent whole (EVAL): a NOSCRIPT means the server
+		// lost its script cache, and both paths are rare.
+		var sadds []*redis.IntCmd
+		_, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for job := range index {
+				sadds = append(sadds, p.SAdd(ctx, b.jobsKey(), job))
+			}
+			for _, i := range again {
+				cmds[i] = leaseClaim.Eval(ctx, p, keys[i], args[i]...)
+			}
+			return nil
+		})
+		for _, c := range sadds {
+			if err := c.Err(); err != nil {
+				return nil, fmt.Errorf("add the job to %s: %w", b.jobsKey(), err)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := make([]claim.Result, len(reqs))
+	for i, c := range cmds {
+		req := reqs[i]
+		v, err := c.Slice()
+		if err == nil {
+			var event string
+			out[i], event, err = parseClaimReply(v)
+			if err == nil && event != "" && event != string(claim.EventClaimed) {
+				b.log.Debug("claim decision", zap.String("event", event),
+					zap.String("job", req.Job), zap.Int64("slot", req.Slot), zap.Int("attempt", out[i].Attempt),
+					zap.String("instance", req.Instance), zap.String("token", req.Token.Short()))
+			}
+		}
+		if err != nil {
+			if len(reqs) > 1 {
+				err = fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+			}
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // parseClaimReply reads {outcome, attempt, now_ms, lease_until_ms, event}.

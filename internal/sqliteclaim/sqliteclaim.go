@@ -74,6 +74,7 @@ var (
 	_ claim.Backend = (*Backend)(nil)
 	_ claim.Leaser  = (*Backend)(nil)
 	_ claim.Pruner  = (*Backend)(nil)
+	_ claim.Batcher = (*Backend)(nil)
 )
 
 func init() {
@@ -324,49 +325,128 @@ func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, e
 
 // claimLocked is the claim's write transaction.
 func (b *Backend) claimLocked(ctx context.Context, req claim.Request) (claim.Result, error) {
-	if err := b.lockWrite(ctx); err != nil {
+	res, err := b.claimAllLocked(ctx, []claim.Request{req})
+	if err != nil {
 		return claim.Result{}, err
+	}
+	return res[0], nil
+}
+
+// ClaimBatch decides reqs in one write transaction, one commit (one sync
+// of the file) for all: a batch costs about what one claim costs. Runs
+// that the plain read answers (finished, held by a live lease, my own
+// re-sent claim) are answered from it first, and when none is left to
+// decide no write transaction is opened.
+func (b *Backend) ClaimBatch(ctx context.Context, reqs []claim.Request) ([]claim.Result, error) {
+	for _, req := range reqs {
+		if err := req.CheckLease(); err != nil {
+			return nil, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+		}
+	}
+	out := make([]claim.Result, len(reqs))
+	var contested []int
+	for i, req := range reqs {
+		cur, now, err := b.readRun(ctx, b.db, req.Job, req.Slot)
+		if err != nil {
+			return nil, fmt.Errorf("claim %s@%d: read: %w", req.Job, req.Slot, err)
+		}
+		if claim.Contested(cur, now, req.Token) {
+			contested = append(contested, i)
+			continue
+		}
+		out[i] = claim.Decide(cur, false, now, req).Result
+	}
+	if len(contested) == 0 {
+		return out, nil
+	}
+	batch := make([]claim.Request, len(contested))
+	for k, i := range contested {
+		batch[k] = reqs[i]
+	}
+	res, err := b.claimAllLocked(ctx, batch)
+	if err != nil {
+		return nil, fmt.Errorf("claim a batch of %d: %w", len(batch), err)
+	}
+	for k, i := range contested {
+		out[i] = res[k]
+	}
+	return out, nil
+}
+
+// claimAllLocked decides reqs in order in one write transaction.
+func (b *Backend) claimAllLocked(ctx context.Context, reqs []claim.Request) ([]claim.Result, error) {
+	if err := b.lockWrite(ctx); err != nil {
+		return nil, err
 	}
 	defer b.unlockWrite()
 	tx, err := b.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE
 	if err != nil {
-		return claim.Result{}, fmt.Errorf("begin: %w", err)
+		return nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
+	out := make([]claim.Result, len(reqs))
+	var logged []claim.Decision
+	wrote := false
+	for i, req := range reqs {
+		d, err := b.decideIn(ctx, tx, req)
+		if err != nil {
+			if len(reqs) > 1 {
+				err = fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+			}
+			return nil, err
+		}
+		out[i] = d.Result
+		if d.Write != nil {
+			wrote = true
+			if d.Event != claim.EventClaimed {
+				logged = append(logged, d)
+			}
+		}
+	}
+	if !wrote {
+		return out, nil // rolled back: nothing was written
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	for _, d := range logged {
+		w := d.Write
+		b.log.Debug("claim decision", zap.String("event", string(d.Event)),
+			zap.String("job", w.Job), zap.Int64("slot", w.Slot), zap.Int("attempt", w.Attempt),
+			zap.String("instance", w.Instance), zap.String("token", w.Token.Short()))
+	}
+	return out, nil
+}
+
+// decideIn reads the run under the write lock, decides, and writes the
+// decision's run and history event in tx.
+func (b *Backend) decideIn(ctx context.Context, tx *sql.Tx, req claim.Request) (claim.Decision, error) {
 	cur, now, err := b.readRun(ctx, tx, req.Job, req.Slot)
 	if err != nil {
-		return claim.Result{}, fmt.Errorf("read under lock: %w", err)
+		return claim.Decision{}, fmt.Errorf("read under lock: %w", err)
 	}
 	// The overlap question is asked only where the table looks at it.
 	otherLive := false
 	if req.Overlap == claim.OverlapSkip && claim.Contested(cur, now, req.Token) {
 		if err := tx.QueryRowContext(ctx, otherLiveSQL, req.Job, ms(now), req.Slot).Scan(&otherLive); err != nil {
-			return claim.Result{}, fmt.Errorf("overlap check: %w", err)
+			return claim.Decision{}, fmt.Errorf("overlap check: %w", err)
 		}
 	}
 	d := claim.Decide(cur, otherLive, now, req)
 	if d.Write == nil {
-		return d.Result, nil // rolled back: nothing was written
+		return d, nil
 	}
 	w := d.Write
 	if _, err := tx.ExecContext(ctx, upsertRunSQL, w.Job, w.Slot, string(w.Status), w.Attempt,
 		w.Instance, string(w.Token), ms(w.StartedAt), nullMs(w.FinishedAt), ms(w.LeaseUntil),
 		nullInt(w.ExitCode), w.OutputTail); err != nil {
-		return claim.Result{}, fmt.Errorf("write run: %w", err)
+		return claim.Decision{}, fmt.Errorf("write run: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, insertHistorySQL, w.Job, w.Slot, w.Attempt,
 		string(w.Token), w.Instance, string(d.Event), ms(now)); err != nil {
-		return claim.Result{}, fmt.Errorf("append history: %w", err)
+		return claim.Decision{}, fmt.Errorf("append history: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return claim.Result{}, fmt.Errorf("commit: %w", err)
-	}
-	if d.Event != claim.EventClaimed {
-		b.log.Debug("claim decision", zap.String("event", string(d.Event)),
-			zap.String("job", req.Job), zap.Int64("slot", req.Slot), zap.Int("attempt", w.Attempt),
-			zap.String("instance", req.Instance), zap.String("token", req.Token.Short()))
-	}
-	return d.Result, nil
+	return d, nil
 }
 
 // querier is *sql.DB or *sql.Tx.

@@ -24,6 +24,9 @@
 // clock. Both run the concurrent races. A backend that is also a
 // claim.Pruner runs the retention cases.
 //
+// A claim.Batcher also runs the batch cases: a batch decided as its claims
+// one by one, in order, and batches racing on the same runs.
+//
 // ProcessRace and HelperProcess race claimers in separate OS processes on
 // one store, for stores that several processes share (SQLite's file).
 package claimtest
@@ -155,6 +158,15 @@ func Exercise(t *testing.T, h Harness) {
 			s.run(t, "Release", s.testRelease)
 			s.run(t, "TakeoverRace", s.testTakeoverRace)
 			s.run(t, "OverlapRace", s.testOverlapRace)
+		})
+	}
+	if _, ok := probe.(claim.Batcher); ok {
+		t.Run("Batch", func(t *testing.T) {
+			s.run(t, "DecidesEachInOrder", s.testBatchDecidesEachInOrder)
+			if leaser {
+				s.run(t, "Overlap", s.testBatchOverlap)
+			}
+			s.run(t, "Race", s.testBatchRace)
 		})
 	}
 	if pruner {

@@ -32,6 +32,7 @@ var (
 	_ claim.Backend = (*Backend)(nil)
 	_ claim.Leaser  = (*Backend)(nil)
 	_ claim.Pruner  = (*Backend)(nil)
+	_ claim.Batcher = (*Backend)(nil)
 )
 
 // New returns an empty backend whose store time is c.
@@ -56,12 +57,33 @@ func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, e
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.decide(req), nil
+}
+
+// decide applies claim.Decide to req and stores its write; b.mu must be
+// held.
+func (b *Backend) decide(req claim.Request) claim.Result {
 	now := b.clock.Now()
 	d := claim.Decide(b.runs[key{req.Job, req.Slot}], b.otherLive(req.Job, req.Slot, now), now, req)
 	if d.Write != nil {
 		b.runs[key{req.Job, req.Slot}] = d.Write
 	}
-	return d.Result, nil
+	return d.Result
+}
+
+// ClaimBatch applies claim.Decide to each request in order, under the
+// mutex: the whole batch is one atomic step, as one round trip would be.
+func (b *Backend) ClaimBatch(ctx context.Context, reqs []claim.Request) ([]claim.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]claim.Result, len(reqs))
+	for i, req := range reqs {
+		out[i] = b.decide(req)
+	}
+	return out, nil
 }
 
 // owned returns the run f owns, or claim.ErrFenced; b.mu must be held.
