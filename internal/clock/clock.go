@@ -59,6 +59,14 @@ func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	}
 }
 
+// TestClockEnv names the file whose content, an integer number of
+// milliseconds, is added to every reading of the daemon's clock. It is read
+// only by binaries built with the anarchon_testclock build tag (the chaos
+// harness builds one; see testclock.go); a release binary never looks at
+// it, so no production config or environment can skew a daemon's clock by
+// accident.
+const TestClockEnv = "ANARCHON_TESTCLOCK_FILE"
+
 // Offset is a clock whose readings are those of Base shifted by Skew. Timers
 // run at Base's pace: a skew moves the wall time an instance believes in, not
 // the length of a second. Used by the fault-injection harness only.

@@ -10,12 +10,8 @@ import (
 	"time"
 )
 
-// TestClockEnv names the file whose content, an integer number of
-// milliseconds, is added to every reading of the daemon's clock. It is read
-// only by binaries built with the anarchon_testclock build tag (the chaos
-// harness builds one); a release binary never looks at it, so no production
-// config or environment can skew a daemon's clock by accident.
-const TestClockEnv = "ANARCHON_TESTCLOCK_FILE"
+// TestClockEnabled: this binary reads TestClockEnv.
+const TestClockEnabled = true
 
 // testClockPoll is how often the file is read again: a change of its number
 // is a clock jump of the instance.

@@ -6,3 +6,6 @@ package clock
 // build tag (the chaos harness's) lets the environment skew its clock; see
 // testclock.go.
 func FromEnv(base Clock) Clock { return base }
+
+// TestClockEnabled: a release binary does not read TestClockEnv.
+const TestClockEnabled = false

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/viper"
+
+	"github.com/anarchon/anarchon/internal/clock"
 )
 
 // envPrefix starts every environment override.
@@ -94,7 +96,8 @@ func (e *envLayer) unknown(paths []pathSpec) []string {
 	for _, kv := range e.all {
 		k, val, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(k, envPrefix+"_") || strings.HasPrefix(k, envPrefix+"_TEST_") ||
-			val == "" || known[k] != "" || reservedEnv[k] || seen[k] {
+			val == "" || known[k] != "" || reservedEnv[k] || seen[k] ||
+			(k == clock.TestClockEnv && clock.TestClockEnabled) {
 			continue
 		}
 		seen[k] = true

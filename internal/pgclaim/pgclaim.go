@@ -393,10 +393,28 @@ func (b *Backend) migrate(ctx context.Context) error {
 // Table returns the runs table, schema-qualified ("public.anarchon_runs").
 func (b *Backend) Table() string { return b.names.qualified() }
 
-// Close closes the connection pool, waiting for acquired connections.
+// closeTimeout bounds Close's wait for the pool's connections.
+const closeTimeout = 5 * time.Second
+
+// Close closes the connection pool, waiting up to closeTimeout for the
+// connections in use: a connection whose replies a network fault swallows
+// (a health-check ping of the pool, a query without a deadline) would
+// otherwise hold the daemon's exit forever. Past the timeout the pool is
+// left to close in the background and Close returns an error.
 func (b *Backend) Close() error {
-	b.pool.Close()
-	return nil
+	done := make(chan struct{})
+	go func() {
+		b.pool.Close()
+		close(done)
+	}()
+	t := time.NewTimer(closeTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("close postgres pool: connections still busy after %v; leaving them", closeTimeout)
+	}
 }
 
 // Claim makes the decision of SPEC §3.1 for req, with store time.

@@ -312,6 +312,15 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 			stop(stopTimeout, job.KillGrace)
 		case ev := <-hbEvents:
 			hbEvents = nil
+			select {
+			case <-p.exited:
+				// The command ended on its own before the fence was
+				// handled (both were ready): its result stands, and is
+				// recorded fenced by the token, which the store checks.
+				exited = true
+				continue
+			default:
+			}
 			now := clk.Now()
 			if ev.err != nil {
 				log.Error("fenced: another instance took over; surrendering the run", zap.Error(ev.err))

@@ -63,6 +63,15 @@ func SuperviseMain(argv []string) int {
 			Uid: *spec.UID, Gid: spec.GID, Groups: spec.Groups,
 		}}
 	}
+	// The parent-death signal may have arrived while the command was being
+	// prepared: never start a job for a daemon that is gone.
+	select {
+	case <-sigs:
+		if orphaned() {
+			killGroup()
+		}
+	default:
+	}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "anarchond supervise: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
