@@ -6,7 +6,7 @@ LDFLAGS := -X github.com/anarchon/anarchon/internal/cli.Version=$(VERSION) \
            -X github.com/anarchon/anarchon/internal/cli.Commit=$(COMMIT)
 BIN     := bin/anarchond
 
-.PHONY: build run test test-short bench bench-claims vet clean
+.PHONY: build run test test-short bench bench-claims chaos vet clean
 
 build: ## build bin/anarchond
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/anarchond
@@ -28,6 +28,19 @@ bench: ## claim latency benchmarks of every backend (go test -bench)
 
 bench-claims: ## one table: every backend's claim p50/p99 beside its store's raw round trip
 	$(GO) run ./cmd/anarchon-bench
+
+# Fault injection: anarchond instances on one backend, killed, paused, cut
+# off from the store, skewed; then test/chaos/check reports every broken
+# guarantee. Exit 1 on a violation, 2 when the harness cannot run (a store
+# that does not answer). BACKEND: sqlite, postgres, redis-lease,
+# redis-stream-id, redis-script, redis-auto, nats, rabbitmq.
+BACKEND   ?= sqlite
+DURATION  ?= 60s
+INSTANCES ?= 3
+SEED      ?=
+
+chaos: ## fault-injection run of one backend (BACKEND, DURATION, INSTANCES, SEED); output in chaos-out/
+	$(GO) run ./test/chaos -backend $(BACKEND) -duration $(DURATION) -instances $(INSTANCES) $(if $(SEED),-seed $(SEED))
 
 vet:
 	$(GO) vet ./...

@@ -1,0 +1,591 @@
+package check
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/anarchon/anarchon/internal/logging"
+	"github.com/anarchon/anarchon/internal/status"
+)
+
+// t0 is the synthetic run's start, on a 10 s boundary.
+const t0 int64 = 1_780_000_000_000
+
+// at is t0 + sec seconds, in ms.
+func at(sec float64) int64 { return t0 + int64(sec*1000) }
+
+// jrun is one attempt as a job journals it; end 0: no end record.
+type jrun struct {
+	slot    int64
+	inst    int
+	attempt int
+	token   string
+	start   int64
+	end     int64
+	exit    int
+	fence   string
+}
+
+// fx is a synthetic run directory.
+type fx struct {
+	info    RunInfo
+	faults  []Fault
+	runs    []jrun
+	journal map[int][]string // extra raw journal lines
+	daemon  map[int][]string
+	status  []status.Record
+}
+
+func tok(slot int64, attempt, inst int) string {
+	return fmt.Sprintf("%016x%08x%08x", slot, attempt, inst)
+}
+
+// base is a clean 60 s run of one job every 10 s on 3 instances: the slots
+// 10 s .. 50 s each run once by instance (slot/10)%3, and status lists them
+// all as succeeded.
+func base(lease bool) *fx {
+	f := &fx{
+		info: RunInfo{
+			Backend: "sqlite", Lease: lease, Instances: 3, Seed: 1,
+			StartMs: t0, EndMs: at(60), EpsilonMs: 1000,
+			Jobs: []JobInfo{{
+				Name: "tick", Schedule: "*/10 * * * * *", Timezone: "UTC", SleepMs: 2000,
+				LeaseMs: 3000, HeartbeatMs: 1000, MaxLateMs: 5000, MaxAttempts: 3, Overlap: "skip",
+			}},
+		},
+		journal: map[int][]string{}, daemon: map[int][]string{},
+	}
+	if !lease {
+		f.info.Backend = "redis-stream-id"
+	}
+	for sec := 10; sec <= 50; sec += 10 {
+		slot := at(float64(sec))
+		inst := (sec / 10) % 3
+		f.runs = append(f.runs, jrun{slot, inst, 1, tok(slot, 1, inst), slot + 10, slot + 2010, 0, "ok"})
+		f.status = append(f.status, row(slot, 1, inst, tok(slot, 1, inst), "succeeded", 0))
+	}
+	return f
+}
+
+func row(slot int64, attempt, inst int, token, st string, exit int) status.Record {
+	r := status.Record{Job: "tick", Slot: time.UnixMilli(slot).UTC().Format(time.RFC3339Nano), SlotMs: slot,
+		Status: st, Attempt: attempt, Instance: instName(inst), Token: token}
+	if st == "succeeded" || st == "failed" {
+		r.ExitCode = &exit
+	}
+	return r
+}
+
+// drop removes a slot's journal records and status row.
+func (f *fx) drop(slot int64) {
+	f.runs = slices.DeleteFunc(f.runs, func(r jrun) bool { return r.slot == slot })
+	f.status = slices.DeleteFunc(f.status, func(r status.Record) bool { return r.SlotMs == slot })
+}
+
+// setStatus replaces a slot's status row.
+func (f *fx) setStatus(r status.Record) {
+	f.status = slices.DeleteFunc(f.status, func(s status.Record) bool { return s.SlotMs == r.SlotMs })
+	f.status = append(f.status, r)
+}
+
+func (f *fx) write(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	put := func(name string, lines []string) {
+		t.Helper()
+		s := strings.Join(lines, "\n")
+		if len(lines) > 0 {
+			s += "\n"
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := json.Marshal(f.info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("run.json", []string{string(b)})
+	var faults []string
+	for _, x := range f.faults {
+		b, _ := json.Marshal(x)
+		faults = append(faults, string(b))
+	}
+	put("faults.jsonl", faults)
+	journals := map[int][]string{}
+	for _, r := range f.runs {
+		journals[r.inst] = append(journals[r.inst], fmt.Sprintf("tick %d %d %s %s %d - - -", r.slot, r.attempt, r.token, instName(r.inst), r.start))
+	}
+	for _, r := range f.runs {
+		if r.end > 0 {
+			journals[r.inst] = append(journals[r.inst], fmt.Sprintf("tick %d %d %s %s %d %d %d %s",
+				r.slot, r.attempt, r.token, instName(r.inst), r.start, r.end, r.exit, r.fence))
+		}
+	}
+	for i := range f.info.Instances {
+		put(fmt.Sprintf("journal-%d.log", i), append(journals[i], f.journal[i]...))
+		put(fmt.Sprintf("daemon-%d.log", i), append([]string{"not json: a panic line"}, f.daemon[i]...))
+	}
+	var st []string
+	for _, r := range f.status {
+		b, _ := json.Marshal(r)
+		st = append(st, string(b))
+	}
+	put("status.jsonl", st)
+	return dir
+}
+
+// fixedClock is a zap clock stopped at one instant.
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time                         { return time.Time(c) }
+func (c fixedClock) NewTicker(d time.Duration) *time.Ticker { return time.NewTicker(d) }
+
+// logLines returns what the project's logger writes for fn, its clock
+// (the "ts" field) at tsMs.
+func logLines(t *testing.T, tsMs int64, fn func(log *zap.Logger)) []string {
+	t.Helper()
+	var buf bytes.Buffer
+	log, err := logging.New(&buf, "info", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn(log.WithOptions(zap.WithClock(fixedClock(time.UnixMilli(tsMs)))))
+	_ = log.Sync()
+	return strings.Split(strings.TrimSpace(buf.String()), "\n")
+}
+
+// claimLog is the scheduler's "claim" line (internal/scheduler claimRetrying).
+// It is logged 20 ms after the slot.
+func claimLog(t *testing.T, slot int64, inst int, token, outcome string) []string {
+	return logLines(t, slot+20, func(log *zap.Logger) {
+		log.With(zap.String("job", "tick"), zap.Time("slot", time.UnixMilli(slot).UTC()),
+			zap.String("instance", instName(inst)), zap.String("token", token[:8])).
+			Info("claim", zap.String("outcome", outcome))
+	})
+}
+
+// missedLog is the scheduler's "missed:" line (internal/scheduler skipMissed).
+func missedLog(t *testing.T, first, last int64) []string {
+	return logLines(t, last+6000, func(log *zap.Logger) {
+		log.Warn("missed: slots older than maxLate were not claimed",
+			zap.String("job", "tick"), zap.Int("slots", 1),
+			zap.Time("first", time.UnixMilli(first).UTC()), zap.Time("last", time.UnixMilli(last).UTC()),
+			zap.Duration("maxLate", 5*time.Second))
+	})
+}
+
+func kinds(vs []Violation) []string {
+	var out []string
+	for _, v := range vs {
+		if !slices.Contains(out, v.Kind) {
+			out = append(out, v.Kind)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestCheck(t *testing.T) {
+	slot20, slot30, slot40 := at(20), at(30), at(40)
+	tests := []struct {
+		name  string
+		lease bool
+		setup func(t *testing.T, f *fx)
+		want  []string // the violation kinds, exactly
+		slot  int64    // the slot every violation names (0: not checked)
+		check func(t *testing.T, r Report)
+	}{
+		{
+			name: "clean lease run with a kill and a proper takeover", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot30)
+				f.runs = append(f.runs,
+					jrun{slot30, 0, 1, tok(slot30, 1, 0), slot30 + 10, 0, 0, ""},
+					jrun{slot30, 1, 2, tok(slot30, 2, 1), at(34.5), at(36.5), 0, "ok"})
+				f.faults = []Fault{
+					{AtMs: at(31), Kind: FaultKill, Instance: 0},
+					{AtMs: at(33), Kind: FaultStart, Instance: 0},
+					{AtMs: at(45), Kind: FaultLatency, Instance: 1, Detail: "latency 300ms"},
+					{AtMs: at(47), Kind: FaultHeal, Instance: 1},
+				}
+				f.setStatus(row(slot30, 2, 1, tok(slot30, 2, 1), "succeeded", 0))
+			},
+			check: func(t *testing.T, r Report) {
+				s := r.Summary
+				if s.Takeovers != 1 || s.TakeoverMaxMs != 3500 || s.TakeoverP50Ms != 3500 || s.TakeoverP99Ms != 3500 {
+					t.Errorf("takeovers %d p50 %d p99 %d max %d, want 1 measured at 3500 ms", s.Takeovers, s.TakeoverP50Ms, s.TakeoverP99Ms, s.TakeoverMaxMs)
+				}
+				if s.Runs != 5 || s.Attempts != 6 || s.SlotsDue != 5 || s.SlotsRun != 5 || s.FaultsByKind["kill"] != 1 {
+					t.Errorf("summary %+v", s)
+				}
+			},
+		},
+		{name: "clean claim-only run", lease: false},
+		{
+			name: "two winners in the journals", lease: true, want: []string{KindTwoWinners}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				f.runs = append(f.runs, jrun{slot20, 0, 1, tok(slot20, 1, 0), at(22.5), at(24.5), 0, "rejected"})
+			},
+		},
+		{
+			name: "two winners: status against journals", lease: true, want: []string{KindTwoWinners}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				f.setStatus(row(slot20, 1, 0, tok(slot20, 1, 0), "succeeded", 0))
+			},
+		},
+		{
+			name: "concurrent attempts without a pause", lease: true, want: []string{KindConcurrent}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot20)
+				f.runs = append(f.runs,
+					jrun{slot20, 2, 1, tok(slot20, 1, 2), slot20 + 10, at(22.01), 0, "rejected"},
+					jrun{slot20, 0, 2, tok(slot20, 2, 0), at(21), at(23), 0, "ok"})
+				f.setStatus(row(slot20, 2, 0, tok(slot20, 2, 0), "succeeded", 0))
+			},
+		},
+		{
+			name: "concurrent attempts with a long pause, old write accepted after the new start", lease: true,
+			want: []string{KindConcurrent, KindDuplicate}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				pausedOverlap(f, "ok")
+			},
+		},
+		{
+			name: "concurrent attempts with a long pause and the old write rejected", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				pausedOverlap(f, "rejected")
+			},
+			check: func(t *testing.T, r Report) {
+				if len(r.Excused) != 1 || r.Excused[0].Check != KindConcurrent || !strings.Contains(r.Excused[0].Reason, "paused") {
+					t.Errorf("excused %v, want the overlap allowed by the pause", r.Excused)
+				}
+				if r.Summary.Takeovers != 1 || r.Summary.TakeoverMaxMs != 3500 {
+					t.Errorf("takeovers %d max %d, want the pause's takeover at 3500 ms", r.Summary.Takeovers, r.Summary.TakeoverMaxMs)
+				}
+			},
+		},
+		{
+			name: "late takeover", lease: true, want: []string{KindTakeover}, slot: slot30,
+			setup: func(t *testing.T, f *fx) {
+				killAt30(f)
+				f.runs = append(f.runs, jrun{slot30, 1, 2, tok(slot30, 2, 1), at(38), at(39.5), 0, "ok"})
+				f.setStatus(row(slot30, 2, 1, tok(slot30, 2, 1), "succeeded", 0))
+			},
+			check: func(t *testing.T, r Report) {
+				if r.Summary.Takeovers != 0 {
+					t.Errorf("a late takeover was measured: %v", r.TakeoverMs)
+				}
+			},
+		},
+		{
+			name: "no takeover at all", lease: true, want: []string{KindTakeover}, slot: slot30,
+			setup: func(t *testing.T, f *fx) {
+				killAt30(f)
+				f.setStatus(row(slot30, 1, 0, tok(slot30, 1, 0), "running", 0))
+			},
+		},
+		{
+			name: "no takeover, excused: the store was down", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				killAt30(f)
+				f.faults = append(f.faults, Fault{AtMs: at(31.5), Kind: FaultStoreDown, Instance: -1},
+					Fault{AtMs: at(37), Kind: FaultStoreUp, Instance: -1})
+				f.setStatus(row(slot30, 1, 0, tok(slot30, 1, 0), "running", 0))
+			},
+			check: func(t *testing.T, r Report) {
+				if len(r.Excused) != 1 || r.Excused[0].Check != KindTakeover || !strings.Contains(r.Excused[0].Reason, "store down") {
+					t.Errorf("excused %v, want the takeover excused by the store outage", r.Excused)
+				}
+			},
+		},
+		{
+			name: "no takeover, excused: the other instances never watched the run", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				killAt30(f)
+				f.setStatus(row(slot30, 1, 0, tok(slot30, 1, 0), "running", 0))
+				f.daemon[1] = claimLog(t, slot20, 1, tok(slot20, 9, 1), "lost")
+				f.daemon[2] = claimLog(t, slot30, 2, tok(slot30, 9, 2), "done")
+			},
+			check: func(t *testing.T, r Report) {
+				if len(r.Excused) != 1 || !strings.Contains(r.Excused[0].Reason, "never claimed") || !strings.Contains(r.Excused[0].Reason, `"done"`) {
+					t.Errorf("excused %v, want no backup", r.Excused)
+				}
+			},
+		},
+		{
+			name: "duplicate on a claim-only backend", lease: false, want: []string{KindDuplicate}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				f.runs = append(f.runs, jrun{slot20, 0, 1, tok(slot20, 1, 0), at(20.02), at(22.02), 0, "ok"})
+			},
+		},
+		{
+			name: "missed slot without a reason", lease: true, want: []string{KindMissed}, slot: slot40,
+			setup: func(t *testing.T, f *fx) { f.drop(slot40) },
+		},
+		{
+			name: "missed slot excused by a missed: line", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot40)
+				f.daemon[1] = missedLog(t, slot40, slot40)
+			},
+			check: func(t *testing.T, r Report) {
+				if r.Summary.MissedByReason[ReasonMissed] != 1 || r.Summary.SlotsRun != 4 {
+					t.Errorf("missed by reason %v, run %d: want missed=1, 4 run", r.Summary.MissedByReason, r.Summary.SlotsRun)
+				}
+			},
+		},
+		{
+			name: "missed slot excused by a late claim", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot40)
+				f.daemon[2] = claimLog(t, slot40, 2, tok(slot40, 1, 2), "late")
+			},
+			check: func(t *testing.T, r Report) {
+				if r.Summary.MissedByReason[ReasonLate] != 1 {
+					t.Errorf("missed by reason %v, want late=1", r.Summary.MissedByReason)
+				}
+			},
+		},
+		{
+			name: "missed slot not checked while every instance is down", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot40)
+				for i := range 3 {
+					f.faults = append(f.faults, Fault{AtMs: at(39), Kind: FaultStop, Instance: i},
+						Fault{AtMs: at(41), Kind: FaultCont, Instance: i})
+				}
+			},
+			check: func(t *testing.T, r Report) {
+				if r.Summary.MissedByReason[ReasonNoHealthy] != 1 {
+					t.Errorf("missed by reason %v, want no-healthy-instance=1", r.Summary.MissedByReason)
+				}
+			},
+		},
+		{
+			name: "result mismatch", lease: true, want: []string{KindResult}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				f.setStatus(row(slot20, 1, 2, tok(slot20, 1, 2), "failed", 1))
+			},
+		},
+		{
+			name: "result: status failed for exit 0", lease: false, want: []string{KindResult}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				f.setStatus(row(slot20, 1, 2, tok(slot20, 1, 2), "failed", 0))
+			},
+		},
+		{
+			name: "result never recorded", lease: false, want: []string{KindResult}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				f.setStatus(row(slot20, 1, 2, tok(slot20, 1, 2), "running", 0))
+			},
+		},
+		{
+			name: "status token that never started, excused: its instance was killed", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot40)
+				f.setStatus(row(slot40, 1, 1, tok(slot40, 1, 1), "running", 0))
+				f.faults = append(f.faults, Fault{AtMs: at(40.05), Kind: FaultKill, Instance: 1})
+				f.daemon[1] = claimLog(t, slot40, 1, tok(slot40, 1, 1), "won")
+			},
+			check: func(t *testing.T, r Report) {
+				var result bool
+				for _, e := range r.Excused {
+					result = result || (e.Check == KindResult && strings.Contains(e.Reason, "died before start"))
+				}
+				if !result || r.Summary.MissedByReason[ReasonWinnerDied] != 1 {
+					t.Errorf("excused %v, missed %v: want died before start and winner-died", r.Excused, r.Summary.MissedByReason)
+				}
+			},
+		},
+		{
+			name: "truncated journal line", lease: true, want: []string{KindJournal},
+			setup: func(t *testing.T, f *fx) {
+				f.journal[0] = []string{"tick 1780000020000 1 abc"}
+			},
+			check: func(t *testing.T, r Report) {
+				if !strings.Contains(r.Violations[0].Evidence, "journal-0.log:") {
+					t.Errorf("evidence %q does not name the file and line", r.Violations[0].Evidence)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := base(tc.lease)
+			if tc.setup != nil {
+				tc.setup(t, f)
+			}
+			r, err := Load(f.write(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := Check(r)
+			text := rep.Text()
+			if got := kinds(rep.Violations); !slices.Equal(got, tc.want) {
+				t.Fatalf("violation kinds %v, want %v\n%s", got, tc.want, text)
+			}
+			if rep.OK() != (len(tc.want) == 0) || rep.Summary.Violations != len(rep.Violations) {
+				t.Errorf("OK %v with %d violations (summary %d)", rep.OK(), len(rep.Violations), rep.Summary.Violations)
+			}
+			for _, v := range rep.Violations {
+				if tc.slot == 0 {
+					continue
+				}
+				if v.Job != "tick" || v.SlotMs != tc.slot || !strings.Contains(v.String(), "tick") || !strings.Contains(v.String(), strconv.FormatInt(tc.slot, 10)) {
+					t.Errorf("violation does not name job tick and slot %d: %s", tc.slot, v)
+				}
+				if !strings.Contains(text, v.Evidence) {
+					t.Errorf("the text lacks the evidence %q", v.Evidence)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, rep)
+			}
+			if _, err := json.Marshal(rep.Summary); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// killAt30 has chaos-0 win slot 30 and die at 31 s, before its job ended.
+func killAt30(f *fx) {
+	slot := at(30)
+	f.drop(slot)
+	f.runs = append(f.runs, jrun{slot, 0, 1, tok(slot, 1, 0), slot + 10, 0, 0, ""})
+	f.faults = append(f.faults, Fault{AtMs: at(31), Kind: FaultKill, Instance: 0},
+		Fault{AtMs: at(33), Kind: FaultStart, Instance: 0})
+}
+
+// pausedOverlap has chaos-2's daemon paused 4.5 s (lease 3 s) while its job
+// of slot 20 runs on; chaos-0 takes over at 24 s, before the old job ends
+// at 25.5 s with oldFence.
+func pausedOverlap(f *fx, oldFence string) {
+	slot := at(20)
+	f.drop(slot)
+	f.runs = append(f.runs,
+		jrun{slot, 2, 1, tok(slot, 1, 2), slot + 10, at(25.5), 0, oldFence},
+		jrun{slot, 0, 2, tok(slot, 2, 0), at(24), at(26), 0, "ok"})
+	f.faults = append(f.faults, Fault{AtMs: at(20.5), Kind: FaultStop, Instance: 2, Detail: "pause 4500ms"},
+		Fault{AtMs: at(25), Kind: FaultCont, Instance: 2})
+	f.setStatus(row(slot, 2, 0, tok(slot, 2, 0), "succeeded", 0))
+}
+
+// TestParseEventRealLogger parses lines written by the project's own
+// logger the way the scheduler and the runner write them.
+func TestParseEventRealLogger(t *testing.T) {
+	slot := time.UnixMilli(at(40)).UTC()
+	odd := time.UnixMilli(at(40.25)).UTC()
+	lines := logLines(t, at(40.02), func(log *zap.Logger) {
+		l := log.With(zap.String("job", "tick"), zap.Time("slot", slot), zap.String("instance", "chaos-1"), zap.String("token", "0123abcd"))
+		l.Info("claim", zap.String("outcome", "won"), zap.Int("attempt", 2))
+		l.Warn("claim abandoned: no answer from the store before the slot became late")
+		log.Warn("missed: slots older than maxLate were not claimed", zap.String("job", "tick"), zap.Int("slots", 3),
+			zap.Time("first", slot), zap.Time("last", odd))
+		// The runner's fields: the slot as its own RFC 3339 string.
+		log.Warn("result not recorded", zap.String("job", "tick"), zap.String("slot", "2026-05-28T20:26:40.250Z"), zap.Int("attempt", 1))
+		log.Info("pruned old runs") // not used
+	})
+	if len(lines) != 5 {
+		t.Fatalf("%d lines: %q", len(lines), lines)
+	}
+	ev, ok := ParseEvent([]byte(lines[0]))
+	if !ok || ev.Msg != "claim" || ev.Job != "tick" || !ev.HasSlot || ev.SlotMs != at(40) || ev.Outcome != "won" || ev.Attempt != 2 || ev.Token != "0123abcd" || ev.TsMs != at(40.02) {
+		t.Errorf("claim line %s read as %+v", lines[0], ev)
+	}
+	if ev, ok := ParseEvent([]byte(lines[1])); !ok || ev.SlotMs != at(40) || !strings.HasPrefix(ev.Msg, msgAbandonPrefix) {
+		t.Errorf("abandoned line %s read as %+v", lines[1], ev)
+	}
+	if ev, ok := ParseEvent([]byte(lines[2])); !ok || ev.FirstMs != at(40) || ev.LastMs != at(40.25) || ev.HasSlot {
+		t.Errorf("missed line %s read as %+v", lines[2], ev)
+	}
+	want := time.Date(2026, 5, 28, 20, 26, 40, 250e6, time.UTC).UnixMilli()
+	if ev, ok := ParseEvent([]byte(lines[3])); !ok || ev.SlotMs != want {
+		t.Errorf("runner line %s read as %+v", lines[3], ev)
+	}
+	if _, ok := ParseEvent([]byte(lines[4])); ok {
+		t.Errorf("an unused message was kept: %s", lines[4])
+	}
+	if _, ok := ParseEvent([]byte(`{"msg":"claim",`)); ok {
+		t.Error("a broken line was kept")
+	}
+}
+
+func TestParseRecord(t *testing.T) {
+	start, err := ParseRecord("tick 1780000020000 1 abcd chaos-2 1780000020010 - - -")
+	if err != nil || !(start.Fence == "-" && start.EndMs == 0 && start.Exit == -1 && start.Attempt == 1 && start.Instance == "chaos-2") {
+		t.Errorf("start record: %+v, %v", start, err)
+	}
+	end, err := ParseRecord("tick 1780000020000 2 abcd chaos-2 1780000020010 1780000022010 3 rejected")
+	if err != nil || end.EndMs != 1780000022010 || end.Exit != 3 || end.Fence != "rejected" || end.Attempt != 2 {
+		t.Errorf("end record: %+v, %v", end, err)
+	}
+	for _, bad := range []string{
+		"tick 1780000020000 1 abcd chaos-2 1780000020010 1780000022010 0",
+		"tick 1780000020000 x abcd chaos-2 1780000020010 - - -",
+		"tick 1780000020000 1 abcd chaos-2 1780000020010 1780000022010 0 maybe",
+		"tick 1780000020000 1 abcd chaos-2 1780000020010 1780000000000 0 ok",
+	} {
+		if _, err := ParseRecord(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestLoadErrorsNameFileAndLine(t *testing.T) {
+	f := base(true)
+	dir := f.write(t)
+	if err := os.WriteFile(filepath.Join(dir, "status.jsonl"), []byte("{}\n{not json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "status.jsonl:2") {
+		t.Errorf("error %v, want it to name status.jsonl:2", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "status.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "journal-2.log")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.HasStatus {
+		t.Error("HasStatus with no status file")
+	}
+	rep := Check(r)
+	// journal-2.log held slot 20 and 50: both are now missed.
+	if got := kinds(rep.Violations); !slices.Equal(got, []string{KindMissed}) || len(rep.Violations) != 2 {
+		t.Errorf("violations %v", rep.Violations)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "run.json") {
+		t.Errorf("error %v, want it to name run.json", err)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	xs := []int64{50, 10, 40, 20, 30}
+	for p, want := range map[int]int64{50: 30, 99: 50, 100: 50, 1: 10} {
+		if got := percentile(xs, p); got != want {
+			t.Errorf("p%d = %d, want %d", p, got, want)
+		}
+	}
+	if percentile(nil, 50) != 0 {
+		t.Error("empty: want 0")
+	}
+}

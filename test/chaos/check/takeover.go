@@ -1,0 +1,240 @@
+package check
+
+import (
+	"fmt"
+	"strings"
+)
+
+// deathSlackMs lets a kill land just before the job's start record: the
+// claim was won, so the store holds the run either way.
+const deathSlackMs = 100
+
+// takeovers: on lease backends every run whose runner died while it was
+// active (killed, or paused longer than the lease) starts again as
+// attempt+1 within LeaseMs + HeartbeatMs + EpsilonMs of the fault, unless
+// the store marked it interrupted or it had no attempts left. Cases where
+// no instance could take over are excused and listed.
+func (c *checker) takeovers() {
+	for _, k := range c.keys {
+		for _, a := range c.runs[k].attempts {
+			if f, ok := c.runnerDeath(a); ok {
+				c.takeover(a, f)
+			}
+		}
+	}
+}
+
+// runnerDeath returns the first fault that killed a's runner while a was
+// active: a kill (also one up to KillGraceMs before the job's start record,
+// which a job may write just after its daemon died), or a stop lasting
+// longer than the lease.
+func (c *checker) runnerDeath(a *attempt) (FaultLine, bool) {
+	j := c.job(a.key.job)
+	var exited int64 = open
+	if e := a.end(); e != nil {
+		exited = e.EndMs
+	}
+	if e, ok := c.exitEvidence(a); ok {
+		exited = min(exited, e.TsMs)
+	}
+	for _, f := range c.tl.faults {
+		if f.Instance != a.inst || f.AtMs < a.startMs()-max(deathSlackMs, KillGraceMs) {
+			continue
+		}
+		if f.AtMs < a.startMs() {
+			if f.Kind == FaultKill && c.tl.startedIn(a.inst, f.AtMs, a.startMs()) {
+				continue // an earlier process's death
+			}
+			if f.Kind != FaultKill && f.AtMs < a.startMs()-deathSlackMs {
+				continue
+			}
+		}
+		if f.AtMs >= exited {
+			return FaultLine{}, false
+		}
+		switch f.Kind {
+		case FaultKill:
+			return f, true
+		case FaultStop:
+			if _, ok := c.tl.longPause(a.inst, f.AtMs, j.LeaseMs); ok {
+				return f, true
+			}
+		}
+	}
+	return FaultLine{}, false
+}
+
+// takeover judges the run of a after its runner died by f.
+func (c *checker) takeover(a *attempt, f FaultLine) {
+	j := c.job(a.key.job)
+	d := c.runs[a.key]
+	for _, b := range d.attempts {
+		if b.num > a.num && b.startMs() < f.AtMs {
+			return // taken over before the fault: the pause or cut that caused it is judged elsewhere
+		}
+	}
+	bound := j.LeaseMs + j.HeartbeatMs + c.r.Info.EpsilonMs
+	deadline := f.AtMs + bound
+	at, how, ok := c.nextAttempt(a)
+	if ok && at <= deadline {
+		c.latencies = append(c.latencies, max(at-f.AtMs, 0))
+		return
+	}
+	if a.num >= j.MaxAttempts && j.MaxAttempts > 0 {
+		c.excuse(KindTakeover, a.key, fmt.Sprintf("attempt %d's runner died (%s); no attempts left (max_attempts %d): the store marks the run interrupted",
+			a.num, faultText(f), j.MaxAttempts))
+		return
+	}
+	if s, found := c.statusOf(a.key); found && s.Status == "interrupted" {
+		c.excuse(KindTakeover, a.key, fmt.Sprintf("attempt %d's runner died (%s); the store marked the run interrupted: %s", a.num, faultText(f), s.Where()))
+		return
+	}
+	if why := c.noTakeoverExcuse(a, f, deadline); why != "" {
+		c.excuse(KindTakeover, a.key, fmt.Sprintf("attempt %d's runner died (%s); %s", a.num, faultText(f), why))
+		return
+	}
+	next := "no attempt " + fmt.Sprint(a.num+1) + " started"
+	if ok {
+		next = fmt.Sprintf("attempt %d started at %s (%s), %d ms after the fault", a.num+1, msText(at), how, at-f.AtMs)
+	}
+	ev := []string{
+		fmt.Sprintf("attempt %d's runner died: %s; the bound is lease %d + heartbeat %d + epsilon %d = %d ms (until %s); %s",
+			a.num, faultText(f), j.LeaseMs, j.HeartbeatMs, c.r.Info.EpsilonMs, bound, msText(deadline), next),
+		"instances that could take over: " + c.capableBackups(a, f.AtMs, deadline),
+	}
+	ev = append(ev, a.lines()...)
+	if s, found := c.statusOf(a.key); found {
+		ev = append(ev, s.Where())
+	}
+	c.violateAs(KindTakeover, fmt.Sprintf("fault|faults.jsonl:%d", f.Line), a.key, ev...)
+}
+
+// nextAttempt returns when attempt a.num+1 of a's run started: its start
+// record, or else a daemon's "claim" line that won it.
+func (c *checker) nextAttempt(a *attempt) (int64, string, bool) {
+	var best int64 = open
+	how := ""
+	for _, b := range c.runs[a.key].attempts {
+		if b.num == a.num+1 && b.startMs() < best {
+			best, how = b.startMs(), "journal"
+		}
+	}
+	if how != "" {
+		return best, how, true
+	}
+	for _, e := range c.byRun[a.key] {
+		if e.Msg == msgClaim && e.Outcome == "won" && e.Attempt == a.num+1 && e.TsMs < best {
+			best, how = e.TsMs, e.Where()
+		}
+	}
+	return best, how, how != ""
+}
+
+// statusOf returns the store's row of a run.
+func (c *checker) statusOf(k runKey) (StatusRow, bool) {
+	rows := c.status[k]
+	if len(rows) == 0 {
+		return StatusRow{}, false
+	}
+	return rows[0], true
+}
+
+// noTakeoverExcuse returns why nobody could take a's run over within
+// [f.AtMs, deadline], or "".
+func (c *checker) noTakeoverExcuse(a *attempt, f FaultLine, deadline int64) string {
+	if deadline > c.tl.end {
+		return fmt.Sprintf("the bound %s ends after the last instant the run's files speak of (%s)", msText(deadline), msText(c.tl.end))
+	}
+	if why := c.tl.storeDownIn(f.AtMs, deadline); why != "" {
+		return "the store was down in the takeover window: " + why
+	}
+	var reasons []string
+	for i := range c.r.Info.Instances {
+		if i == a.inst {
+			continue
+		}
+		why := c.backupBlocked(i, a.key, f.AtMs, deadline)
+		if why == "" {
+			reasons = nil
+			break
+		}
+		reasons = append(reasons, why)
+	}
+	if c.r.Info.Instances == 1 {
+		return "no other instance"
+	}
+	if reasons != nil {
+		return "no other instance could take over: " + strings.Join(reasons, "; ")
+	}
+	if c.job(a.key.job).Overlap == "skip" && len(c.status[a.key]) == 0 {
+		if b := c.liveSlot(a, f.AtMs, deadline); b != nil {
+			return fmt.Sprintf("overlap skip: slot %d of the job ran (%s from %s) in the window, so a backup marks this run interrupted (SPEC §3.1); status has no row to confirm it",
+				b.key.slot, instName(b.inst), msText(b.startMs()))
+		}
+	}
+	return ""
+}
+
+// backupBlocked returns why instance i could not take the run k over in
+// [from, to], or "" when it could: it was killed, stopped or cut off in
+// the window, or it was not watching the run (its last claim of the run
+// before the deadline was answered neither "running" nor "overlap", or it
+// has been killed since). An instance whose log has no claim lines at all
+// is assumed to be watching. One that answered "overlap" is held to be a
+// backup: the run was won later, and nobody taking it over when its winner
+// dies is the daemon's fault, not an excuse.
+func (c *checker) backupBlocked(i int, k runKey, from, to int64) string {
+	if why := c.tl.disturbedIn(i, from, to); why != "" {
+		return why
+	}
+	if c.claims[i] == 0 {
+		return ""
+	}
+	var last *Event
+	for _, e := range c.byRun[k] {
+		if e.Inst == i && e.Msg == msgClaim && e.TsMs <= to && (last == nil || e.TsMs >= last.TsMs) {
+			last = &e
+		}
+	}
+	switch {
+	case last == nil:
+		return fmt.Sprintf("%s never claimed the run (not a backup)", instName(i))
+	case last.Outcome != "running" && last.Outcome != ReasonOverlap:
+		return fmt.Sprintf("%s is not a backup: its last claim of the run was answered %q (%s)", instName(i), last.Outcome, last.Where())
+	}
+	if d, ok := c.tl.deathIn(i, last.TsMs, to); ok {
+		return fmt.Sprintf("%s stopped watching the run: %s", instName(i), faultText(d))
+	}
+	return ""
+}
+
+// capableBackups lists the instances that could have taken a's run over.
+func (c *checker) capableBackups(a *attempt, from, to int64) string {
+	var out []string
+	for i := range c.r.Info.Instances {
+		if i != a.inst && c.backupBlocked(i, a.key, from, to) == "" {
+			out = append(out, instName(i))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+// liveSlot returns an attempt of another slot of a's job that ran at some
+// instant of [from, to].
+func (c *checker) liveSlot(a *attempt, from, to int64) *attempt {
+	for _, k := range c.keys {
+		if k.job != a.key.job || k.slot == a.key.slot {
+			continue
+		}
+		for _, b := range c.runs[k].attempts {
+			end, _ := c.endOf(b)
+			if b.startMs() <= to && end >= from {
+				return b
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,449 @@
+package check
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// open is the To of a span that nothing closed before the end of the run.
+const open = math.MaxInt64
+
+// span is the interval [From, To) of wall-clock ms during which something
+// held (an instance ran, was paused, was cut off; the store was down).
+type span struct {
+	From, To int64
+	Kind     FaultKind // the fault that opened it (empty for an initial start)
+	Line     int       // its line in faults.jsonl (0: the run's start)
+}
+
+// dur is the span's length, an open span ending at end.
+func (s span) dur(end int64) int64 { return min(s.To, end) - s.From }
+
+// meets reports whether s holds at some instant of the closed range [a, b].
+func (s span) meets(a, b int64) bool { return s.From <= b && s.To > a }
+
+// skewChange is one skew fault: the instance's clock offset moved by Delta.
+type skewChange struct {
+	At, Delta int64
+	Line      int
+}
+
+// timeline is the state of every instance, its proxy and the store over the
+// run, rebuilt from faults.jsonl.
+type timeline struct {
+	n         int
+	start     int64
+	end       int64    // the last instant any file speaks of
+	alive     [][]span // per instance: running (started, not killed)
+	paused    [][]span // per instance: SIGSTOP .. SIGCONT (or kill)
+	cut       [][]span // per instance: cut/blackhole .. heal
+	storeDown []span
+	skews     [][]skewChange
+	deaths    [][]FaultLine // per instance: kill and stop-instance faults
+	starts    [][]int64     // per instance: the instants of its start faults
+	faults    []FaultLine   // sorted by time
+	// sharedFile: the backend is sqlite, whose instances share one database
+	// file: a paused instance may hold its write lock and freeze every
+	// instance's writes, so any instance's pause is a store outage too.
+	sharedFile bool
+}
+
+// outage is a span during which the store could not be written by anyone,
+// with why.
+type outage struct {
+	span
+	why string
+}
+
+// endOfRun is the latest instant any of the run's files mentions, and at
+// least RunInfo.EndMs.
+func endOfRun(r *Run) int64 {
+	end := r.Info.EndMs
+	for _, f := range r.Faults {
+		end = max(end, f.AtMs)
+	}
+	for _, e := range r.Entries {
+		end = max(end, e.StartMs, e.EndMs)
+	}
+	return end
+}
+
+// buildTimeline replays the faults. An instance whose first lifecycle
+// fault is "start" is taken as not running before it; any other instance
+// runs from RunInfo.StartMs. Quiesce heals everything and counts as every
+// instance running.
+func buildTimeline(r *Run) *timeline {
+	n := r.Info.Instances
+	tl := &timeline{
+		n: n, start: r.Info.StartMs, end: endOfRun(r),
+		alive: make([][]span, n), paused: make([][]span, n), cut: make([][]span, n),
+		skews: make([][]skewChange, n), deaths: make([][]FaultLine, n), starts: make([][]int64, n),
+		sharedFile: r.Info.Backend == "sqlite",
+	}
+	tl.faults = slices.Clone(r.Faults)
+	slices.SortStableFunc(tl.faults, func(a, b FaultLine) int { return cmp.Compare(a.AtMs, b.AtMs) })
+	aliveOpen := make([]*span, n)
+	pauseOpen := make([]*span, n)
+	cutOpen := make([]*span, n)
+	var downOpen *span
+	skew := make([]int64, n)
+	for i := range n {
+		if first := firstLifecycle(tl.faults, i); first != FaultStart {
+			aliveOpen[i] = &span{From: r.Info.StartMs, To: open}
+		}
+	}
+	closeSpan := func(list *[]span, s **span, at int64) {
+		if *s != nil {
+			(*s).To = at
+			*list = append(*list, **s)
+			*s = nil
+		}
+	}
+	for _, f := range tl.faults {
+		i := f.Instance
+		valid := i >= 0 && i < n
+		switch f.Kind {
+		case FaultKill, FaultStopInstance:
+			if valid {
+				closeSpan(&tl.alive[i], &aliveOpen[i], f.AtMs)
+				closeSpan(&tl.paused[i], &pauseOpen[i], f.AtMs)
+				tl.deaths[i] = append(tl.deaths[i], f)
+			}
+		case FaultStart:
+			if valid {
+				tl.starts[i] = append(tl.starts[i], f.AtMs)
+			}
+			if valid && aliveOpen[i] == nil {
+				aliveOpen[i] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
+			}
+		case FaultStop:
+			if valid && pauseOpen[i] == nil {
+				pauseOpen[i] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
+			}
+		case FaultCont:
+			if valid {
+				closeSpan(&tl.paused[i], &pauseOpen[i], f.AtMs)
+			}
+		case FaultCut, FaultBlackhole:
+			if valid && cutOpen[i] == nil {
+				cutOpen[i] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
+			}
+		case FaultHeal:
+			if valid {
+				closeSpan(&tl.cut[i], &cutOpen[i], f.AtMs)
+			}
+		case FaultStoreDown:
+			if downOpen == nil {
+				downOpen = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
+			}
+		case FaultStoreUp:
+			closeSpan(&tl.storeDown, &downOpen, f.AtMs)
+		case FaultSkew:
+			if valid {
+				tl.skews[i] = append(tl.skews[i], skewChange{At: f.AtMs, Delta: f.SkewMs - skew[i], Line: f.Line})
+				skew[i] = f.SkewMs
+			}
+		case FaultQuiesce:
+			for j := range n {
+				closeSpan(&tl.paused[j], &pauseOpen[j], f.AtMs)
+				closeSpan(&tl.cut[j], &cutOpen[j], f.AtMs)
+				if aliveOpen[j] == nil {
+					aliveOpen[j] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
+				}
+			}
+			closeSpan(&tl.storeDown, &downOpen, f.AtMs)
+		}
+	}
+	for i := range n {
+		closeSpan(&tl.alive[i], &aliveOpen[i], open)
+		closeSpan(&tl.paused[i], &pauseOpen[i], open)
+		closeSpan(&tl.cut[i], &cutOpen[i], open)
+	}
+	closeSpan(&tl.storeDown, &downOpen, open)
+	return tl
+}
+
+// firstLifecycle returns the kind of the first start, kill or stop-instance
+// fault of instance i, or "" if there is none.
+func firstLifecycle(faults []FaultLine, i int) FaultKind {
+	for _, f := range faults {
+		if f.Instance == i && (f.Kind == FaultStart || f.Kind == FaultKill || f.Kind == FaultStopInstance) {
+			return f.Kind
+		}
+	}
+	return ""
+}
+
+// unhealthy returns why instance i was not running with a working proxy
+// throughout [a, b], or "" when it was. Latency does not count.
+func (tl *timeline) unhealthy(i int, a, b int64) string {
+	if i < 0 || i >= tl.n {
+		return fmt.Sprintf("instance %d unknown", i)
+	}
+	running := false
+	for _, s := range tl.alive[i] {
+		if s.From <= a && s.To > b {
+			running = true
+			break
+		}
+	}
+	if !running {
+		return fmt.Sprintf("%s not running throughout %s", instName(i), rangeText(a, b))
+	}
+	for _, s := range tl.paused[i] {
+		if s.meets(a, b) {
+			return fmt.Sprintf("%s paused %s", instName(i), tl.spanText(s))
+		}
+	}
+	for _, s := range tl.cut[i] {
+		if s.meets(a, b) {
+			return fmt.Sprintf("%s %s %s", instName(i), s.Kind, tl.spanText(s))
+		}
+	}
+	return ""
+}
+
+// outages returns every span during which no instance could write to the
+// store: the store down, and on sqlite any instance's pause (SIGSTOP ..
+// SIGCONT), since the paused process may hold the shared file's write lock.
+func (tl *timeline) outages() []outage {
+	var out []outage
+	for _, s := range tl.storeDown {
+		out = append(out, outage{s, "store down " + tl.spanText(s)})
+	}
+	if tl.sharedFile {
+		for i, list := range tl.paused {
+			for _, s := range list {
+				out = append(out, outage{s, fmt.Sprintf("sqlite: instance %s paused holding the shared file's write lock possibly (%s)",
+					instName(i), tl.spanText(s))})
+			}
+		}
+	}
+	return out
+}
+
+// storeDownIn returns the store outage (see outages) that meets [a, b], or
+// "".
+func (tl *timeline) storeDownIn(a, b int64) string {
+	for _, o := range tl.outages() {
+		if o.meets(a, b) {
+			return o.why
+		}
+	}
+	return ""
+}
+
+// runnerKill returns the SIGKILL of instance i that ended a job whose start
+// record is at start: the first kill at or after start - KillGraceMs (a job
+// may write its start record just after its daemon died), unless the
+// instance was started again between that kill and start.
+func (tl *timeline) runnerKill(i int, start int64) (FaultLine, bool) {
+	if i < 0 || i >= tl.n {
+		return FaultLine{}, false
+	}
+	for _, f := range tl.deaths[i] {
+		if f.Kind != FaultKill || f.AtMs < start-KillGraceMs {
+			continue
+		}
+		if f.AtMs < start && tl.startedIn(i, f.AtMs, start) {
+			continue
+		}
+		return f, true
+	}
+	return FaultLine{}, false
+}
+
+// startedIn reports whether instance i was started in (a, b].
+func (tl *timeline) startedIn(i int, a, b int64) bool {
+	for _, at := range tl.starts[i] {
+		if at > a && at <= b {
+			return true
+		}
+	}
+	return false
+}
+
+// life numbers instance i's process lifetimes: the count of its start
+// faults at or before at.
+func (tl *timeline) life(i int, at int64) int {
+	n := 0
+	if i >= 0 && i < tl.n {
+		for _, s := range tl.starts[i] {
+			if s <= at {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// hindranceIn returns the earliest instant of [a, b] at which instance i
+// was killed, paused or cut off, or the store was out (see outages), with
+// what it was.
+func (tl *timeline) hindranceIn(i int, a, b int64) (int64, string, bool) {
+	best, why := int64(open), ""
+	if i < 0 || i >= tl.n {
+		return 0, "", false
+	}
+	if f, ok := tl.deathIn(i, a, b); ok {
+		best, why = f.AtMs, faultText(f)
+	}
+	consider := func(s span, what string) {
+		if s.meets(a, b) && max(s.From, a) < best {
+			best, why = max(s.From, a), what
+		}
+	}
+	for _, s := range tl.paused[i] {
+		consider(s, fmt.Sprintf("%s paused %s", instName(i), tl.spanText(s)))
+	}
+	for _, s := range tl.cut[i] {
+		consider(s, fmt.Sprintf("%s %s %s", instName(i), s.Kind, tl.spanText(s)))
+	}
+	for _, o := range tl.outages() {
+		consider(o.span, o.why)
+	}
+	return best, why, why != ""
+}
+
+// deathIn returns the first kill or stop-instance of instance i in [a, b].
+func (tl *timeline) deathIn(i int, a, b int64) (FaultLine, bool) {
+	if i < 0 || i >= tl.n {
+		return FaultLine{}, false
+	}
+	for _, f := range tl.deaths[i] {
+		if f.AtMs >= a && f.AtMs <= b {
+			return f, true
+		}
+	}
+	return FaultLine{}, false
+}
+
+// disturbedIn returns what kept instance i from the store at some instant
+// of [a, b]: a kill or stop-instance, a pause, a cut or blackhole, or a
+// store outage (see outages); "" if nothing did.
+func (tl *timeline) disturbedIn(i int, a, b int64) string {
+	if f, ok := tl.deathIn(i, a, b); ok {
+		return faultText(f)
+	}
+	if i >= 0 && i < tl.n {
+		for _, s := range tl.paused[i] {
+			if s.meets(a, b) {
+				return fmt.Sprintf("%s paused %s", instName(i), tl.spanText(s))
+			}
+		}
+		for _, s := range tl.cut[i] {
+			if s.meets(a, b) {
+				return fmt.Sprintf("%s %s %s", instName(i), s.Kind, tl.spanText(s))
+			}
+		}
+	}
+	return tl.storeDownIn(a, b)
+}
+
+// lostContact returns the pause or cut of instance i, or the store outage
+// (see outages), longer than leaseMs that can explain a newer attempt starting at newStart beside an older
+// attempt of i: it began before newStart and ended no earlier than
+// newStart - slackMs (the resumed runner needs a heartbeat to fence itself
+// and stop its job). "" if there is none.
+func (tl *timeline) lostContact(i int, newStart, leaseMs, slackMs int64) string {
+	if i < 0 || i >= tl.n {
+		return ""
+	}
+	for _, list := range [][]span{tl.paused[i], tl.cut[i]} {
+		for _, s := range list {
+			if s.dur(tl.end) > leaseMs && s.From < newStart && newStart <= s.To+slackMs {
+				what := "paused"
+				if s.Kind != FaultStop {
+					what = string(s.Kind)
+				}
+				return fmt.Sprintf("%s %s %s, longer than the lease (%d ms)", instName(i), what, tl.spanText(s), leaseMs)
+			}
+		}
+	}
+	for _, o := range tl.outages() {
+		if o.dur(tl.end) > leaseMs && o.From < newStart && newStart <= o.To+slackMs {
+			return fmt.Sprintf("%s, longer than the lease (%d ms): %s could not renew", o.why, leaseMs, instName(i))
+		}
+	}
+	return ""
+}
+
+// longPause returns the pause of instance i that begins at at and lasts
+// longer than leaseMs.
+func (tl *timeline) longPause(i int, at, leaseMs int64) (span, bool) {
+	for _, s := range tl.paused[i] {
+		if s.From == at && s.dur(tl.end) > leaseMs {
+			return s, true
+		}
+	}
+	return span{}, false
+}
+
+// skewIn returns the skew changes of instance i at instants in [a, b].
+func (tl *timeline) skewIn(i int, a, b int64) []skewChange {
+	var out []skewChange
+	for _, s := range tl.skews[i] {
+		if s.At >= a-abs(s.Delta) && s.At <= b {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (tl *timeline) spanText(s span) string {
+	from := "at the start"
+	if s.Line > 0 {
+		from = fmt.Sprintf("from faults.jsonl:%d", s.Line)
+	}
+	if s.To == open {
+		return fmt.Sprintf("%s %s to the end of the run (%d ms)", from, msText(s.From), tl.end-s.From)
+	}
+	return fmt.Sprintf("%s %s to %s (%d ms)", from, msText(s.From), msText(s.To), s.To-s.From)
+}
+
+// faultText names a fault with its line.
+func faultText(f FaultLine) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "faults.jsonl:%d %s", f.Line, f.Kind)
+	if f.Instance >= 0 {
+		fmt.Fprintf(&b, " %s", instName(f.Instance))
+	}
+	fmt.Fprintf(&b, " at %s", msText(f.AtMs))
+	if f.Detail != "" {
+		fmt.Fprintf(&b, " (%s)", f.Detail)
+	}
+	return b.String()
+}
+
+// instName is the harness's name of instance i.
+func instName(i int) string { return fmt.Sprintf("chaos-%d", i) }
+
+// msText shows a wall-clock instant as UTC with milliseconds.
+func msText(ms int64) string {
+	if ms == open {
+		return "the end"
+	}
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// slotText shows a slot as its ms and its instant.
+func slotText(ms int64) string { return fmt.Sprintf("%d (%s)", ms, msText(ms)) }
+
+func rangeText(a, b int64) string { return fmt.Sprintf("[%s, %s]", msText(a), msText(b)) }
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// deathAt reports whether instance i was killed or stopped at at.
+func (tl *timeline) deathAt(i int, at int64) bool {
+	f, ok := tl.deathIn(i, at, at)
+	return ok && f.AtMs == at
+}

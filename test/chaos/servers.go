@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+)
+
+// server is a store server the harness runs for one chaos run, so that it
+// can restart it without disturbing anyone else. Its data directory is in
+// the run directory and survives restarts (the claims must).
+type server struct {
+	title string   // for messages
+	argv  []string // the command line; the same at every start
+	addr  string   // host:port it listens on
+	log   string   // its stdout and stderr, appended across restarts
+	// ready answers nil once the server serves requests.
+	ready func(ctx context.Context) error
+
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// startRedis starts a private Redis with an fsync'd append-only file in
+// dir, so that a restart keeps every claim.
+func startRedis(ctx context.Context, dir string) (*server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("private redis: %w (or run with -private-servers=false to use %s)", err, redisURL)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	s := &server{
+		title: "private redis " + addr,
+		argv: []string{bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--save", "",
+			"--appendonly", "yes", "--appendfsync", "always", "--dir", dir, "--daemonize", "no"},
+		addr: addr,
+		log:  filepath.Join(dir, "redis.log"),
+		ready: func(ctx context.Context) error {
+			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+			defer c.Close()
+			return c.Ping(ctx).Err() // LOADING while it reads the AOF
+		},
+	}
+	return s, s.firstStart(ctx, dir)
+}
+
+// startNATS starts a private NATS server with JetStream on disk in dir.
+func startNATS(ctx context.Context, dir string) (*server, error) {
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		return nil, fmt.Errorf("private nats: %w (or run with -private-servers=false to use %s)", err, natsURL)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	s := &server{
+		title: "private nats " + addr,
+		argv:  []string{bin, "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", dir},
+		addr:  addr,
+		log:   filepath.Join(dir, "nats.log"),
+		ready: func(ctx context.Context) error {
+			nc, err := nats.Connect("nats://"+addr, nats.Timeout(time.Second), nats.NoReconnect())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			_, err = js.AccountInfo(ctx)
+			return err
+		},
+	}
+	return s, s.firstStart(ctx, dir)
+}
+
+func (s *server) firstStart(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%s: %w", s.title, err)
+	}
+	return s.start(ctx)
+}
+
+// start starts the server and waits until it answers.
+func (s *server) start(ctx context.Context) error {
+	logf, err := os.OpenFile(s.log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.title, err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(s.argv[0], s.argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group: a Ctrl-C of the harness must not stop it
+	// before the daemons are stopped.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", s.title, err)
+	}
+	s.cmd, s.done = cmd, make(chan struct{})
+	go func(done chan struct{}) { cmd.Wait(); close(done) }(s.done)
+	err = await(ctx, storeTimeout, func(ctx context.Context) error {
+		select {
+		case <-s.done:
+			return permanent{fmt.Errorf("exited: %v (see %s)", cmd.ProcessState, s.log)}
+		default:
+		}
+		return s.ready(ctx)
+	})
+	if err != nil {
+		s.stop()
+		return fmt.Errorf("%s does not answer: %w", s.title, err)
+	}
+	return nil
+}
+
+// stop stops the server gracefully (SIGTERM: Redis and NATS flush their
+// files) and waits for it; SIGKILL after 15 s.
+func (s *server) stop() error {
+	if s.cmd == nil {
+		return nil
+	}
+	defer func() { s.cmd = nil }()
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("%s: SIGTERM: %w", s.title, err)
+	}
+	select {
+	case <-s.done:
+		return nil
+	case <-time.After(15 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.done
+		return errors.New(s.title + ": killed: no exit within 15s of SIGTERM")
+	}
+}
+
+// freePort returns a TCP port of 127.0.0.1 that nothing listens on now.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
