@@ -52,11 +52,12 @@ func tok(slot int64, attempt, inst int) string {
 
 // base is a clean 60 s run of one job every 10 s on 3 instances: the slots
 // 10 s .. 50 s each run once by instance (slot/10)%3, and status lists them
-// all as succeeded.
+// all as succeeded. The backend is postgres (lease) or redis-stream-id
+// (claim-only); the sqlite cases set it themselves.
 func base(lease bool) *fx {
 	f := &fx{
 		info: RunInfo{
-			Backend: "sqlite", Lease: lease, Instances: 3, Seed: 1,
+			Backend: "postgres", Lease: lease, Instances: 3, Seed: 1,
 			StartMs: t0, EndMs: at(60), EpsilonMs: 1000,
 			Jobs: []JobInfo{{
 				Name: "tick", Schedule: "*/10 * * * * *", Timezone: "UTC", SleepMs: 2000,
@@ -173,6 +174,44 @@ func claimLog(t *testing.T, slot int64, inst int, token, outcome string) []strin
 			zap.String("instance", instName(inst)), zap.String("token", token[:8])).
 			Info("claim", zap.String("outcome", outcome))
 	})
+}
+
+// claimAt is the scheduler's "claim" line logged at tsMs, with the
+// attempt when it is won.
+func claimAt(t *testing.T, tsMs, slot int64, inst int, token, outcome string, attempt int) []string {
+	return logLines(t, tsMs, func(log *zap.Logger) {
+		fields := []zap.Field{zap.String("outcome", outcome)}
+		if attempt > 0 {
+			fields = append(fields, zap.Int("attempt", attempt))
+		}
+		log.With(zap.String("job", "tick"), zap.Time("slot", time.UnixMilli(slot).UTC()),
+			zap.String("instance", instName(inst)), zap.String("token", token[:8])).
+			Info("claim", fields...)
+	})
+}
+
+// notRecordedLog is the runner's line when it gives up recording a result.
+func notRecordedLog(t *testing.T, tsMs, slot int64, inst int, token string) []string {
+	return logLines(t, tsMs, func(log *zap.Logger) {
+		log.Error("result not recorded", zap.String("job", "tick"),
+			zap.String("slot", time.UnixMilli(slot).UTC().Format(time.RFC3339Nano)), zap.Int("attempt", 1),
+			zap.String("instance", instName(inst)), zap.String("token", token[:8]), zap.String("error", "context canceled"))
+	})
+}
+
+// excused reports whether r excused a case of check whose reason holds
+// every one of parts.
+func excused(r Report, check string, parts ...string) bool {
+	for _, e := range r.Excused {
+		ok := e.Check == check
+		for _, p := range parts {
+			ok = ok && strings.Contains(e.String(), p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // missedLog is the scheduler's "missed:" line (internal/scheduler skipMissed).
@@ -408,6 +447,241 @@ func TestCheck(t *testing.T) {
 				}
 			},
 		},
+		// A: claim-only winners that died as they won.
+		{
+			name: "claim-only: the store names a winner killed 3 ms after winning", lease: false,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot30)
+				r := row(slot30, 1, 0, tok(slot30, 1, 0), "running", 0)
+				started := time.UnixMilli(slot30 + 12).UTC().Format(time.RFC3339Nano)
+				r.StartedAt = &started
+				f.setStatus(r)
+				f.faults = append(f.faults, Fault{AtMs: slot30 + 15, Kind: FaultKill, Instance: 0},
+					Fault{AtMs: at(32), Kind: FaultStart, Instance: 0})
+				f.daemon[0] = claimAt(t, at(32.2), slot30, 0, tok(slot30, 9, 0), "lost", 0)
+				f.daemon[1] = claimAt(t, slot30+30, slot30, 1, tok(slot30, 9, 1), "lost", 0)
+				f.daemon[2] = claimAt(t, slot30+40, slot30, 2, tok(slot30, 9, 2), "lost", 0)
+			},
+			check: func(t *testing.T, r Report) {
+				if r.Summary.MissedByReason[ReasonWinnerDied] != 1 || !excused(r, KindMissed, ReasonWinnerDied, "status.jsonl:", "kill chaos-0") {
+					t.Errorf("missed %v, excused %v: want winner-died with the status row and the kill", r.Summary.MissedByReason, r.Excused)
+				}
+			},
+		},
+		{
+			name: "claim-only: every answer lost and the silent instance was killed (no status row)", lease: false,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot30)
+				f.faults = append(f.faults, Fault{AtMs: slot30 + 25, Kind: FaultKill, Instance: 0},
+					Fault{AtMs: at(32), Kind: FaultStart, Instance: 0})
+				f.daemon[0] = claimAt(t, at(32.4), slot30, 0, tok(slot30, 9, 0), "lost", 0) // the restarted daemon
+				f.daemon[1] = claimAt(t, slot30+27, slot30, 1, tok(slot30, 9, 1), "lost", 0)
+				f.daemon[2] = claimAt(t, at(31.4), slot30, 2, tok(slot30, 9, 2), "lost", 0)
+			},
+			check: func(t *testing.T, r Report) {
+				if r.Summary.MissedByReason[ReasonWinnerDied] != 1 || !excused(r, KindMissed, "every claim answer for the slot was lost", "chaos-0 gave no answer before faults.jsonl:1 kill") {
+					t.Errorf("missed %v, excused %v: want winner-died inferred from the lost answers", r.Summary.MissedByReason, r.Excused)
+				}
+			},
+		},
+		{
+			name: "claim-only: answers lost but a healthy instance said nothing: still missed", lease: false,
+			want: []string{KindMissed}, slot: slot30,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot30)
+				f.faults = append(f.faults, Fault{AtMs: slot30 + 25, Kind: FaultKill, Instance: 0},
+					Fault{AtMs: at(32), Kind: FaultStart, Instance: 0})
+				f.daemon[1] = claimAt(t, slot30+27, slot30, 1, tok(slot30, 9, 1), "lost", 0)
+			},
+			check: func(t *testing.T, r Report) {
+				if !strings.Contains(r.Violations[0].Evidence, "no claim answer for the slot in the daemon log of: chaos-2") {
+					t.Errorf("evidence does not name the silent instance: %s", r.Violations[0])
+				}
+			},
+		},
+		// B: jobs that outlive their SIGKILLed daemon by up to KillGraceMs.
+		{
+			name: "kill 15 ms before the job's start record: it ends at the kill plus the grace", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot30)
+				f.runs = append(f.runs,
+					jrun{slot30, 0, 1, tok(slot30, 1, 0), slot30 + 20, 0, 0, ""},
+					jrun{slot30, 1, 2, tok(slot30, 2, 1), at(34.5), at(36.5), 0, "ok"})
+				f.faults = append(f.faults, Fault{AtMs: slot30 + 5, Kind: FaultKill, Instance: 0},
+					Fault{AtMs: at(33), Kind: FaultStart, Instance: 0})
+				f.setStatus(row(slot30, 2, 1, tok(slot30, 2, 1), "succeeded", 0))
+			},
+			check: func(t *testing.T, r Report) {
+				if r.Summary.Takeovers != 1 || r.Summary.TakeoverMaxMs != 4495 {
+					t.Errorf("takeovers %d max %d, want one of 4495 ms from the kill", r.Summary.Takeovers, r.Summary.TakeoverMaxMs)
+				}
+			},
+		},
+		{
+			name: "job outlives its killed runner by 62 ms, write accepted before the backup started: excused", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot30)
+				f.runs = append(f.runs,
+					jrun{slot30, 0, 1, tok(slot30, 1, 0), slot30 + 10, at(31.062), 0, "ok"},
+					jrun{slot30, 1, 2, tok(slot30, 2, 1), at(33.6), at(35.6), 0, "ok"})
+				f.faults = append(f.faults, Fault{AtMs: at(31), Kind: FaultKill, Instance: 0},
+					Fault{AtMs: at(32), Kind: FaultStart, Instance: 0})
+				f.setStatus(row(slot30, 2, 1, tok(slot30, 2, 1), "succeeded", 0))
+			},
+			check: func(t *testing.T, r Report) {
+				if !excused(r, KindDuplicate, "62 ms after its runner's faults.jsonl:1 kill", "wrote within the kill grace, before the backup started") {
+					t.Errorf("excused %v, want the duplicate excused by the kill grace", r.Excused)
+				}
+			},
+		},
+		{
+			name: "job outlives its killed runner and writes after the backup started: violation", lease: true,
+			want: []string{KindConcurrent, KindDuplicate}, slot: slot30,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot30)
+				f.runs = append(f.runs,
+					jrun{slot30, 0, 1, tok(slot30, 1, 0), slot30 + 10, at(31.2), 0, "ok"},
+					jrun{slot30, 1, 2, tok(slot30, 2, 1), at(31.1), at(33.1), 0, "ok"})
+				f.faults = append(f.faults, Fault{AtMs: at(31), Kind: FaultKill, Instance: 0},
+					Fault{AtMs: at(32), Kind: FaultStart, Instance: 0})
+				f.setStatus(row(slot30, 2, 1, tok(slot30, 2, 1), "succeeded", 0))
+			},
+		},
+		// C: no excuse for a runner that never records, nor for backups that answered overlap.
+		{
+			name: "claim-only: result not recorded after a blackhole is a violation", lease: false,
+			want: []string{KindResult}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				f.setStatus(row(slot20, 1, 2, tok(slot20, 1, 2), "running", 0))
+				f.faults = append(f.faults, Fault{AtMs: at(21), Kind: FaultBlackhole, Instance: 2},
+					Fault{AtMs: at(24), Kind: FaultHeal, Instance: 2})
+				f.daemon[2] = notRecordedLog(t, at(40), slot20, 2, tok(slot20, 1, 2))
+			},
+			check: func(t *testing.T, r Report) {
+				if len(r.Excused) != 0 || !strings.Contains(r.Violations[0].Evidence, "result not recorded") {
+					t.Errorf("excused %v; violation %s: want no excuse and the runner's line as evidence", r.Excused, r.Violations[0])
+				}
+			},
+		},
+		{
+			name: "claim-only: result not recorded because the runner was killed before its job ended: excused", lease: false,
+			setup: func(t *testing.T, f *fx) {
+				f.setStatus(row(slot20, 1, 2, tok(slot20, 1, 2), "running", 0))
+				f.faults = append(f.faults, Fault{AtMs: at(21.9), Kind: FaultKill, Instance: 2},
+					Fault{AtMs: at(23), Kind: FaultStart, Instance: 2})
+			},
+			check: func(t *testing.T, r Report) {
+				if !excused(r, KindResult, "its runner was dead", "kill chaos-2") {
+					t.Errorf("excused %v, want the dead runner", r.Excused)
+				}
+			},
+		},
+		{
+			name: "no takeover although the other instances answered overlap", lease: true,
+			want: []string{KindTakeover}, slot: slot30,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot30)
+				f.runs = append(f.runs, jrun{slot30, 0, 1, tok(slot30, 1, 0), at(31.5), 0, 0, ""})
+				f.faults = append(f.faults, Fault{AtMs: at(32), Kind: FaultKill, Instance: 0},
+					Fault{AtMs: at(34), Kind: FaultStart, Instance: 0})
+				f.daemon[0] = claimAt(t, at(31.49), slot30, 0, tok(slot30, 1, 0), "won", 1)
+				f.daemon[1] = claimAt(t, slot30+20, slot30, 1, tok(slot30, 9, 1), "overlap", 0)
+				f.daemon[2] = claimAt(t, slot30+20, slot30, 2, tok(slot30, 9, 2), "overlap", 0)
+				f.setStatus(row(slot30, 1, 0, tok(slot30, 1, 0), "running", 0))
+			},
+			check: func(t *testing.T, r Report) {
+				if !strings.Contains(r.Violations[0].Evidence, "could take over: chaos-1, chaos-2") {
+					t.Errorf("violation %s: want chaos-1 and chaos-2 as backups", r.Violations[0])
+				}
+			},
+		},
+		// D: sqlite shares one file: any instance's pause is a store outage.
+		{
+			name: "sqlite: a takeover delayed by another instance's pause is excused", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				sqlitePausedTakeover(f, "sqlite")
+			},
+			check: func(t *testing.T, r Report) {
+				if !excused(r, KindTakeover, "sqlite: instance chaos-2 paused holding the shared file's write lock possibly") {
+					t.Errorf("excused %v, want the takeover excused by chaos-2's pause", r.Excused)
+				}
+			},
+		},
+		{
+			name: "postgres: the same late takeover is a violation", lease: true,
+			want: []string{KindTakeover}, slot: slot30,
+			setup: func(t *testing.T, f *fx) {
+				sqlitePausedTakeover(f, "postgres")
+			},
+		},
+		{
+			name: "sqlite: a slot missed while another instance was paused counts as store-down", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				f.info.Backend = "sqlite"
+				f.drop(slot40)
+				f.faults = append(f.faults, Fault{AtMs: at(39), Kind: FaultStop, Instance: 0},
+					Fault{AtMs: at(41), Kind: FaultCont, Instance: 0})
+			},
+			check: func(t *testing.T, r Report) {
+				if r.Summary.MissedByReason[ReasonStoreDown] != 1 || !excused(r, KindMissed, "sqlite: instance chaos-0 paused") {
+					t.Errorf("missed %v, excused %v: want store-down from the sqlite pause", r.Summary.MissedByReason, r.Excused)
+				}
+			},
+		},
+		{
+			name: "sqlite: attempts overlap while another instance was paused longer than the lease", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				f.info.Backend = "sqlite"
+				f.drop(slot20)
+				f.runs = append(f.runs,
+					jrun{slot20, 2, 1, tok(slot20, 1, 2), slot20 + 10, at(25.5), 0, "rejected"},
+					jrun{slot20, 1, 2, tok(slot20, 2, 1), at(24), at(26), 0, "ok"})
+				f.faults = append(f.faults, Fault{AtMs: at(20.5), Kind: FaultStop, Instance: 0},
+					Fault{AtMs: at(25), Kind: FaultCont, Instance: 0})
+				f.setStatus(row(slot20, 2, 1, tok(slot20, 2, 1), "succeeded", 0))
+			},
+			check: func(t *testing.T, r Report) {
+				if !excused(r, KindConcurrent, "sqlite: instance chaos-0 paused") {
+					t.Errorf("excused %v, want the overlap allowed by the sqlite pause", r.Excused)
+				}
+			},
+		},
+		// One underlying event, one violation.
+		{
+			name: "one kill, two runs not taken over: reported once", lease: true,
+			want: []string{KindTakeover}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				f.info.Jobs[0].Overlap = "allow"
+				f.drop(slot20)
+				f.drop(slot30)
+				f.runs = append(f.runs,
+					jrun{slot20, 0, 1, tok(slot20, 1, 0), slot20 + 10, 0, 0, ""},
+					jrun{slot30, 0, 1, tok(slot30, 1, 0), slot30 + 10, 0, 0, ""})
+				f.faults = append(f.faults, Fault{AtMs: at(31), Kind: FaultKill, Instance: 0},
+					Fault{AtMs: at(33), Kind: FaultStart, Instance: 0})
+				f.setStatus(row(slot20, 1, 0, tok(slot20, 1, 0), "running", 0))
+				f.setStatus(row(slot30, 1, 0, tok(slot30, 1, 0), "running", 0))
+			},
+			check: func(t *testing.T, r Report) {
+				if len(r.Violations) != 1 || !strings.Contains(r.Violations[0].Evidence, "also concerns job tick slot "+strconv.FormatInt(slot30, 10)) {
+					t.Errorf("violations %v: want one, naming slot 30 too", r.Violations)
+				}
+			},
+		},
+		{
+			name: "one attempt overlapping two later slots: reported once", lease: true,
+			want: []string{KindConcurrent}, slot: slot30,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot20)
+				f.runs = append(f.runs, jrun{slot20, 2, 1, tok(slot20, 1, 2), slot20 + 10, at(41), 0, "ok"})
+				f.setStatus(row(slot20, 1, 2, tok(slot20, 1, 2), "succeeded", 0))
+			},
+			check: func(t *testing.T, r Report) {
+				if len(r.Violations) != 1 || !strings.Contains(r.Violations[0].Evidence, "also concerns job tick slot "+strconv.FormatInt(slot40, 10)) {
+					t.Errorf("violations %v: want one, naming slot 40 too", r.Violations)
+				}
+			},
+		},
 		{
 			name: "truncated journal line", lease: true, want: []string{KindJournal},
 			setup: func(t *testing.T, f *fx) {
@@ -466,6 +740,19 @@ func killAt30(f *fx) {
 	f.runs = append(f.runs, jrun{slot, 0, 1, tok(slot, 1, 0), slot + 10, 0, 0, ""})
 	f.faults = append(f.faults, Fault{AtMs: at(31), Kind: FaultKill, Instance: 0},
 		Fault{AtMs: at(33), Kind: FaultStart, Instance: 0})
+}
+
+// sqlitePausedTakeover has chaos-0 die at 31 s in slot 30's job and
+// chaos-1 take over only at 37.8 s, after the bound (36 s), while chaos-2
+// was paused from 32 s to 37.5 s.
+func sqlitePausedTakeover(f *fx, backend string) {
+	f.info.Backend = backend
+	killAt30(f)
+	slot := at(30)
+	f.runs = append(f.runs, jrun{slot, 1, 2, tok(slot, 2, 1), at(37.8), at(39.8), 0, "ok"})
+	f.faults = append(f.faults, Fault{AtMs: at(32), Kind: FaultStop, Instance: 2},
+		Fault{AtMs: at(37.5), Kind: FaultCont, Instance: 2})
+	f.setStatus(row(slot, 2, 1, tok(slot, 2, 1), "succeeded", 0))
 }
 
 // pausedOverlap has chaos-2's daemon paused 4.5 s (lease 3 s) while its job
