@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,6 +57,10 @@ type store struct {
 	open func(ctx context.Context) (claim.Backend, error)
 	// raw is one raw round trip of the store, on a connection of its own.
 	raw func(ctx context.Context) error
+	// floor, if set, is the cheapest durable write of the store (a
+	// one-row INSERT committed with the server's sync settings), on a
+	// connection of its own: what any claim that writes pays at least.
+	floor func(ctx context.Context) error
 	// cleanup removes the namespace and closes the raw connection; runs
 	// are the runs claimed in it.
 	cleanup func(ctx context.Context, runs []runKey) error
@@ -90,20 +95,33 @@ func sqliteStore(context.Context) (*store, error) {
 	}
 	path := filepath.Join(dir, "bench.db")
 	// Connects lazily: the first raw op runs after the backend created the
-	// file and switched it to WAL.
-	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	// file and switched it to WAL. The same settings as the backend's:
+	// BEGIN IMMEDIATE, synchronous=FULL.
+	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000&_txlock=immediate&_synchronous=FULL")
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
+	var scratch sync.Once
 	return &store{
 		open: func(ctx context.Context) (claim.Backend, error) {
 			return asBackend(sqliteclaim.New(ctx, sqliteclaim.Options{Path: path}))
 		},
 		raw: func(ctx context.Context) error {
-			var one int
-			return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			return tx.Commit()
+		},
+		floor: func(ctx context.Context) error {
+			var err error
+			scratch.Do(func() { _, err = db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS bench_floor (v INTEGER)") })
+			if err == nil {
+				_, err = db.ExecContext(ctx, "INSERT INTO bench_floor (v) VALUES (1)")
+			}
+			return err
 		},
 		cleanup: func(context.Context, []runKey) error {
 			return errors.Join(db.Close(), os.RemoveAll(dir))
@@ -125,6 +143,15 @@ func postgresStore(ctx context.Context) (*store, error) {
 		return nil, err
 	}
 	table := schema[0] + ".runs"
+	if _, err := conn.Exec(ctx, "CREATE TABLE "+schema.Sanitize()+".bench_floor (v integer)"); err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
+	floorConn, err := pgx.Connect(ctx, *pgDSN)
+	if err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
 	return &store{
 		open: func(ctx context.Context) (claim.Backend, error) {
 			return asBackend(pgclaim.New(ctx, pgclaim.Options{DSN: *pgDSN, Table: table}))
@@ -133,7 +160,12 @@ func postgresStore(ctx context.Context) (*store, error) {
 			var one int
 			return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
 		},
+		floor: func(ctx context.Context) error {
+			_, err := floorConn.Exec(ctx, "INSERT INTO "+schema.Sanitize()+".bench_floor (v) VALUES (1)")
+			return err
+		},
 		cleanup: func(ctx context.Context, _ []runKey) error {
+			floorConn.Close(ctx)
 			_, err := conn.Exec(ctx, "DROP SCHEMA "+schema.Sanitize()+" CASCADE")
 			return errors.Join(err, conn.Close(ctx))
 		},

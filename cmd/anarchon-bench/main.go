@@ -53,6 +53,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -66,11 +67,23 @@ const racers = 8
 
 // Flags.
 var (
-	nFlag       = flag.Int("n", 2000, "uncontended claims (each with one raw op) and contended runs per backend")
-	nRabbitFlag = flag.Int("n-rabbitmq", 500, "the same for rabbitmq (a durable queue and an fsync per claim: ~6 ms)")
-	contendFlag = flag.Bool("contended", true, "also measure 8 claimers racing on the same runs")
-	overlapFlag = flag.String("overlap", string(claim.OverlapSkip), "the claims' overlap policy: skip or allow")
-	backendFlag = flag.String("backends", strings.Join(rowNames(), ","), "comma-separated backends to measure")
+	nFlag        = flag.Int("n", 2000, "uncontended claims (each with one raw op) and contended runs per backend")
+	nRabbitFlag  = flag.Int("n-rabbitmq", 500, "the same for rabbitmq (a durable queue and an fsync per claim: ~6 ms)")
+	contendFlag  = flag.Bool("contended", true, "also measure 8 claimers racing on the same runs")
+	tpFlag       = flag.Int("tp-n", 500, "claims per claimer of the throughput rows (1, 4 and 8 claimers); 0 skips them")
+	tpRabbit     = flag.Int("tp-n-rabbitmq", 50, "the same for rabbitmq")
+	lagLoads     = flag.String("lag-loads", "1,50,200", "start lag: jobs per second to measure (3 daemons, then the baseline forker); empty skips it")
+	lagDur       = flag.Duration("lag-dur", 20*time.Second, "start lag: the measured window per load")
+	lagOnly      = flag.String("lag-backends", "", "start lag: only these backends (default: every one measured)")
+	scaleJobs    = flag.Int("scale-jobs", 10000, "scale: jobs of the idle daemon; 0 skips the section")
+	scaleIdleDur = flag.Duration("scale-idle", 60*time.Second, "scale: the idle window")
+	scaleBusyDur = flag.Duration("scale-busy", 60*time.Second, "scale: the window at 200 jobs per second")
+	scaleOnly    = flag.String("scale-backends", "", "scale: only these backends (default: every one measured)")
+	outFlag      = flag.String("out", "bench/results", "directory for results.json and chart.png (empty: none)")
+	ceilFlag     = flag.Int("ceiling-runs", 10000, "runs due at once in the ceiling measurement (8 claimers each claim all); 0 skips it")
+	ceilRabbit   = flag.Int("ceiling-runs-rabbitmq", 500, "the same for rabbitmq (a durable queue per run)")
+	overlapFlag  = flag.String("overlap", string(claim.OverlapSkip), "the claims' overlap policy: skip or allow")
+	backendFlag  = flag.String("backends", strings.Join(rowNames(), ","), "comma-separated backends to measure")
 
 	pgDSN     = flag.String("postgres-dsn", envOr("ANARCHON_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN (env ANARCHON_TEST_POSTGRES_DSN)")
 	redisURL  = flag.String("redis-url", envOr("ANARCHON_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL, one server (env ANARCHON_TEST_REDIS_URL)")
@@ -108,8 +121,14 @@ func run() int {
 		return 2
 	}
 
+	loads, err := parseLoads(*lagLoads)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "anarchon-bench: -lag-loads:", err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	defer removeDaemonBuild()
 	start := time.Now()
 	var results []result
 	for _, r := range selected {
@@ -118,9 +137,26 @@ func run() int {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "anarchon-bench: measuring %s (n=%d)...\n", r.name, *r.n)
-		results = append(results, measure(ctx, r))
+		res := measure(ctx, r)
+		if len(loads) > 0 && listed(*lagOnly, r.name) && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "anarchon-bench: start lag of %s at %v jobs/s...\n", r.name, loads)
+			res.lag = measureLag(ctx, r.name, loads, *lagDur)
+		}
+		if *scaleJobs > 0 && listed(*scaleOnly, r.name) && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "anarchon-bench: scale of %s with %d jobs...\n", r.name, *scaleJobs)
+			sc := measureScale(ctx, r.name, *scaleJobs, *scaleIdleDur, *scaleBusyDur)
+			res.scale = &sc
+		}
+		results = append(results, res)
 	}
 	printReport(os.Stdout, start, results)
+	if *outFlag != "" {
+		if err := writeResults(*outFlag, toJSON(start, results)); err != nil {
+			fmt.Fprintln(os.Stderr, "anarchon-bench: write results:", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "anarchon-bench: wrote %s/results.json and %s/chart.png\n", *outFlag, *outFlag)
+	}
 	for _, res := range results {
 		if res.err != nil || len(res.violations) > 0 {
 			return 1
@@ -135,8 +171,13 @@ type result struct {
 	n          int
 	claims     []time.Duration // uncontended claims
 	raws       []time.Duration // raw ops, interleaved with the claims
+	floors     []time.Duration // durable one-row writes, interleaved too; nil when the store has none
 	contended  []time.Duration // every claim of the races; nil when not measured
 	violations []string        // contended runs without exactly one winner
+	rates      []rate          // claims per second with 1, 4 and 8 claimers
+	ceiling    *ceilingResult  // nil when not measured
+	lag        []lagResult     // start lag beside the baseline forker, per load
+	scale      *scaleResult    // 10,000 jobs on one daemon; nil when not measured
 	skipped    string          // the server did not answer: why
 	err        error
 }
@@ -171,7 +212,7 @@ func measure(ctx context.Context, r row) (res result) {
 		}
 	}()
 
-	res.claims, res.raws, err = uncontended(ctx, st, res.n, &runs)
+	res.claims, res.raws, res.floors, err = uncontended(ctx, st, res.n, &runs)
 	if err != nil {
 		res.err = err
 		return res
@@ -180,7 +221,27 @@ func measure(ctx context.Context, r row) (res result) {
 		res.contended, res.violations, err = contended(ctx, st, res.n, &runs)
 		if err != nil {
 			res.err = fmt.Errorf("contended: %w", err)
+			return res
 		}
+	}
+	if m := pick(r.name, *tpFlag, *tpRabbit); m > 0 {
+		for _, k := range []int{1, 4, 8} {
+			rt, err := throughput(ctx, st, k, m, &runs)
+			if err != nil {
+				res.err = fmt.Errorf("throughput with %d claimers: %w", k, err)
+				return res
+			}
+			res.rates = append(res.rates, rt)
+		}
+	}
+	if n := pick(r.name, *ceilFlag, *ceilRabbit); n > 0 {
+		c, v, err := ceiling(ctx, st, racers, n, &runs)
+		if err != nil {
+			res.err = fmt.Errorf("ceiling: %w", err)
+			return res
+		}
+		res.ceiling = &c
+		res.violations = append(res.violations, v...)
 	}
 	return res
 }
@@ -195,17 +256,17 @@ const steadyJobs = 50
 // in the store (claimed and finished once in the warm-up); after each
 // timed claim the run is finished, untimed, so that overlap=skip finds no
 // live run of the job at its next slot.
-func uncontended(ctx context.Context, st *store, n int, runs *[]runKey) (claims, raws []time.Duration, err error) {
+func uncontended(ctx context.Context, st *store, n int, runs *[]runKey) (claims, raws, floors []time.Duration, err error) {
 	be, err := st.open(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open: %w", err)
+		return nil, nil, nil, fmt.Errorf("open: %w", err)
 	}
 	defer be.Close()
 	base := time.Now().Add(-30 * time.Minute).UnixMilli()
 	// Warm up both paths (connections, prepared statements, scripts) and
 	// give every job its state.
 	if err := st.raw(ctx); err != nil {
-		return nil, nil, fmt.Errorf("raw op: %w", err)
+		return nil, nil, nil, fmt.Errorf("raw op: %w", err)
 	}
 	claimFinished := func(req claim.Request) (time.Duration, error) {
 		d, err := claimWon(ctx, be, req, runs)
@@ -216,23 +277,30 @@ func uncontended(ctx context.Context, st *store, n int, runs *[]runKey) (claims,
 	}
 	for j := range steadyJobs {
 		if _, err := claimFinished(newRequest(fmt.Sprintf("solo-%d", j), base, "bench")); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	claims, raws = make([]time.Duration, 0, n), make([]time.Duration, 0, n)
 	for i := range n {
 		t0 := time.Now()
 		if err := st.raw(ctx); err != nil {
-			return nil, nil, fmt.Errorf("raw op %d: %w", i, err)
+			return nil, nil, nil, fmt.Errorf("raw op %d: %w", i, err)
 		}
 		raws = append(raws, time.Since(t0))
 		d, err := claimFinished(newRequest(fmt.Sprintf("solo-%d", i%steadyJobs), base+1+int64(i), "bench"))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		claims = append(claims, d)
+		if st.floor != nil {
+			t0 := time.Now()
+			if err := st.floor(ctx); err != nil {
+				return nil, nil, nil, fmt.Errorf("durable write %d: %w", i, err)
+			}
+			floors = append(floors, time.Since(t0))
+		}
 	}
-	return claims, raws, nil
+	return claims, raws, floors, nil
 }
 
 // finish records req's run as succeeded on a lease backend; claim-only
@@ -320,6 +388,36 @@ func contended(ctx context.Context, st *store, n int, runs *[]runKey) (lat []tim
 		}
 	}
 	return lat, violations, nil
+}
+
+// parseLoads reads a comma-separated list of jobs per second.
+func parseLoads(list string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive number of jobs per second", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// listed reports whether name is in the comma-separated list (an empty
+// list names every backend).
+func listed(list, name string) bool {
+	return list == "" || slices.Contains(strings.Split(list, ","), name)
+}
+
+// pick is the rabbitmq value for rabbitmq, else def.
+func pick(backend string, def, rabbit int) int {
+	if backend == "rabbitmq" {
+		return rabbit
+	}
+	return def
 }
 
 func count(outcomes []claim.Outcome, o claim.Outcome) int {

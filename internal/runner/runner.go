@@ -500,7 +500,7 @@ func (r *Runner) record(ctx context.Context, clk clock.Clock, log *zap.Logger, f
 		}
 		return true, false, nil
 	case errors.Is(err, claim.ErrFenced):
-		log.Warn("result not recorded: run belongs to a newer attempt", zap.Error(err))
+		log.Warn("result not recorded: the run is no longer this attempt's (a backup took it over, or marked it interrupted after its lease ran out)", zap.Error(err))
 		return false, true, fmt.Errorf("recording the result: %w", err)
 	default:
 		log.Error("result not recorded", zap.Error(err), zap.Int("attempts", attempts))

@@ -370,7 +370,7 @@ func TestFinishFenced(t *testing.T) {
 	if !rep.Fenced || rep.Recorded || rep.Status != claim.StatusSucceeded || !errors.Is(rep.Err, claim.ErrFenced) {
 		t.Fatalf("report = %+v", rep)
 	}
-	if logs.FilterMessage("result not recorded: run belongs to a newer attempt").FilterLevelExact(zapcore.WarnLevel).Len() != 1 {
+	if logs.FilterMessage("result not recorded: the run is no longer this attempt's (a backup took it over, or marked it interrupted after its lease ran out)").FilterLevelExact(zapcore.WarnLevel).Len() != 1 {
 		t.Fatal("fenced Finish not logged at warn")
 	}
 }

@@ -180,15 +180,38 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
 	b := &Backend{db: db, path: o.Path, log: o.Log, wlock: make(chan struct{}, 1)}
-	if err := db.PingContext(ctx); err != nil {
+	if err := whileBusy(ctx, o.BusyTimeout, func() error { return db.PingContext(ctx) }); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite database %q: %w", o.Path, err)
 	}
-	if err := b.migrate(ctx); err != nil {
+	if err := whileBusy(ctx, o.BusyTimeout, func() error { return b.migrate(ctx) }); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate sqlite database %q: %w", o.Path, err)
 	}
 	return b, nil
+}
+
+// whileBusy runs f again while it fails with "database is locked" (or
+// busy), for up to timeout. Instances that start together on a new file
+// race to switch it to WAL and to migrate it, and SQLite does not always
+// call its busy handler for those (a journal-mode change fails at once).
+func whileBusy(ctx context.Context, timeout time.Duration, f func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		err := f()
+		var se sqlite3.Error
+		if err == nil || !errors.As(err, &se) || (se.Code != sqlite3.ErrBusy && se.Code != sqlite3.ErrLocked) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 // checkPath refuses paths that would not name one shared file on disk.

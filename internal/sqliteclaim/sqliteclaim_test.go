@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -274,4 +276,42 @@ func rawDB(t *testing.T, path string) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// TestInstancesStartTogether: daemons that start at the same moment on a
+// new database file (several instances of one host started together) all
+// open it: the switch to WAL and the migration wait for each other. Each
+// instance is a process of its own (this test binary run again), as
+// daemons are.
+func TestInstancesStartTogether(t *testing.T) {
+	if path := os.Getenv("ANARCHON_TEST_SQLITE_OPEN"); path != "" {
+		b, err := sqliteclaim.New(context.Background(), sqliteclaim.Options{Path: path})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		b.Close()
+		os.Exit(0)
+	}
+	for round := range 5 {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("together-%d.db", round))
+		cmds := make([]*exec.Cmd, 6)
+		outs := make([]*strings.Builder, len(cmds))
+		for i := range cmds {
+			cmds[i] = exec.Command(os.Args[0], "-test.run=^TestInstancesStartTogether$")
+			cmds[i].Env = append(os.Environ(), "ANARCHON_TEST_SQLITE_OPEN="+path)
+			outs[i] = &strings.Builder{}
+			cmds[i].Stderr = outs[i]
+		}
+		for _, c := range cmds {
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, c := range cmds {
+			if err := c.Wait(); err != nil {
+				t.Fatalf("round %d: instance %d of %d starting together: %v: %s", round, i, len(cmds), err, outs[i])
+			}
+		}
+	}
 }
