@@ -136,6 +136,7 @@ type Job struct {
 	Location *time.Location
 
 	MaxLate         time.Duration
+	ClaimSpread     time.Duration // bound of the delay before a slot's first claim (work spread); 0: none
 	Lease           time.Duration
 	Heartbeat       time.Duration
 	MaxAttempts     int

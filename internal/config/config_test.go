@@ -30,7 +30,7 @@ func TestBuiltinDefaults(t *testing.T) {
 		Jobs: []Job{{
 			Name: "a", Schedule: "* * * * *", Command: "true",
 			Timezone: "UTC", Location: time.UTC,
-			MaxLate: time.Minute, Lease: 30 * time.Second, Heartbeat: 10 * time.Second,
+			MaxLate: time.Minute, ClaimSpread: 10 * time.Millisecond, Lease: 30 * time.Second, Heartbeat: 10 * time.Second,
 			MaxAttempts: 3, Overlap: "skip", Timeout: time.Hour, KillGrace: 10 * time.Second,
 			Shell: "/bin/sh", OutputTailBytes: 4096, Line: 2, Index: 0,
 		}},
@@ -171,6 +171,38 @@ jobs:
 		if g := got(cfg.Jobs[i]); !reflect.DeepEqual(g, w) {
 			t.Errorf("job %d:\n got %+v\nwant %+v", i, g, w)
 		}
+	}
+}
+
+func TestClaimSpread(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name, yaml string
+		env        []string
+		want       []time.Duration // per job
+	}{
+		{"built-in default", "jobs:\n" + job("a"), nil, []time.Duration{10 * ms}},
+		{"defaults and job", "defaults: {claimSpreadMs: 40}\njobs:\n" + job("a") + job("b") + "    claimSpreadMs: 0\n" + job("c") + "    claimSpreadMs: 1000\n    maxLateMs: 1001\n",
+			nil, []time.Duration{40 * ms, 0, 1000 * ms}},
+		{"zero fits any maxLate", "jobs:\n" + job("a") + "    maxLateMs: 0\n    claimSpreadMs: 0\n", nil, []time.Duration{0}},
+		{"just below maxLate", "jobs:\n" + job("a") + "    maxLateMs: 100\n    claimSpreadMs: 99\n", nil, []time.Duration{99 * ms}},
+		// The built-in default never makes a short maxLate invalid: it
+		// shrinks below half of it.
+		{"built-in default under a short maxLate", "jobs:\n" + job("a") + "    maxLateMs: 0\n" + job("b") + "    maxLateMs: 15\n" + job("c") + "    maxLateMs: 21\n",
+			nil, []time.Duration{0, 7 * ms, 10 * ms}},
+		{"env override", "jobs:\n" + job("a"), []string{"ANARCHON_DEFAULTS_CLAIMSPREADMS=0"}, []time.Duration{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := mustParse(t, tc.yaml, tc.env...)
+			if len(cfg.Jobs) != len(tc.want) {
+				t.Fatalf("%d jobs, want %d", len(cfg.Jobs), len(tc.want))
+			}
+			for i, w := range tc.want {
+				if got := cfg.Jobs[i].ClaimSpread; got != w {
+					t.Errorf("job %s: claim spread %v, want %v", cfg.Jobs[i].Name, got, w)
+				}
+			}
+		})
 	}
 }
 
@@ -315,8 +347,8 @@ func TestEnvThroughViper(t *testing.T) {
 			t.Errorf("%s: viper (%s, %q, %v), list (%s, %q, %v)", ps.path, n1, v1, ok1, n2, v2, ok2)
 		}
 	}
-	if len(paths) != 56 {
-		t.Errorf("%d overridable settings, want 56: update the docs' table", len(paths))
+	if len(paths) != 57 {
+		t.Errorf("%d overridable settings, want 57: update the docs' table", len(paths))
 	}
 }
 

@@ -40,6 +40,7 @@ const (
 
 	defaultTimezone        = "UTC"
 	defaultMaxLateMs       = 60000
+	defaultClaimSpreadMs   = 10
 	defaultLeaseMs         = 30000
 	defaultMaxAttempts     = 3
 	defaultOverlap         = "skip"
@@ -58,6 +59,10 @@ const (
 	MaxDurationSec = 86400
 	// MaxOutputTailBytes bounds outputTailBytes.
 	MaxOutputTailBytes = 1 << 20
+	// MaxClaimSpreadMs bounds claimSpreadMs: the spread only has to outrun
+	// clock skew and timer jitter between instances; a second of it would
+	// only delay every job.
+	MaxClaimSpreadMs = 1000
 	// retentionFactor: a claim-only backend's retention must be at least
 	// retentionFactor times maxLate. A late instance claims a slot up to
 	// maxLate after it (by its own clock, which may be skewed, and after a
@@ -476,6 +481,7 @@ type policy struct {
 	loc          *time.Location
 	badZone      bool
 	maxLate      setting[int64]
+	claimSpread  setting[int64]
 	lease        setting[int64]
 	heartbeat    setting[int64]
 	heartbeatSet bool // false: leaseMs / 3
@@ -492,6 +498,7 @@ func builtinPolicy() policy {
 		timezone:    def(defaultTimezone),
 		loc:         time.UTC,
 		maxLate:     def[int64](defaultMaxLateMs),
+		claimSpread: def[int64](defaultClaimSpreadMs),
 		lease:       def[int64](defaultLeaseMs),
 		maxAttempts: def[int64](defaultMaxAttempts),
 		overlap:     def(defaultOverlap),
@@ -517,6 +524,7 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 		pol.loc = loc
 	}
 	pol.maxLate = get(p, vals, prefix+"maxLateMs", base.maxLate, p.asInt, ms(0))
+	pol.claimSpread = get(p, vals, prefix+"claimSpreadMs", base.claimSpread, p.asInt, intRange(0, MaxClaimSpreadMs))
 	pol.lease = get(p, vals, prefix+"leaseMs", base.lease, p.asInt, ms(1))
 	if hb := get(p, vals, prefix+"heartbeatMs", setting[int64]{}, p.asInt, ms(1)); hb.at != nil {
 		pol.heartbeat, pol.heartbeatSet = hb, true
@@ -560,6 +568,35 @@ func (p *parser) heartbeatOf(pol policy, inJob bool) int64 {
 		p.warnAt(pol.heartbeat.at, "heartbeatMs %d is more than half of leaseMs %d: one late renewal lets the lease run out", hb, lease)
 	}
 	return hb
+}
+
+// claimSpreadOf checks claimSpread against maxLate and returns the spread in
+// ms. A claim held back by the spread must still be in time, so a spread
+// that is set must be less than maxLate (0, no spread, always fits). The
+// built-in default is not an error: it shrinks to less than half of a short
+// maxLate. For a job (inJob), a problem made only of inherited values is
+// not reported again: it was reported at defaults.
+func (p *parser) claimSpreadOf(pol policy, inJob bool) int64 {
+	spread, maxLate := pol.claimSpread.val, pol.maxLate.val
+	if pol.claimSpread.at == nil {
+		return min(spread, max(maxLate-1, 0)/2)
+	}
+	if spread == 0 || spread < maxLate {
+		return spread
+	}
+	if inJob && !pol.claimSpread.jobLevel() && !pol.maxLate.jobLevel() {
+		return 0
+	}
+	spreadDesc, lateDesc := fmt.Sprintf("claimSpreadMs %d", spread), fmt.Sprintf("maxLateMs %d", maxLate)
+	at := pol.claimSpread.at
+	if inJob && !pol.claimSpread.jobLevel() {
+		at = pol.maxLate.at
+		spreadDesc += " (from " + pol.claimSpread.origin() + ")"
+	} else {
+		lateDesc += " (from " + pol.maxLate.origin() + ")"
+	}
+	p.errorf(at, "%s must be less than %s: a claim held back that long would be late", spreadDesc, lateDesc)
+	return 0
 }
 
 // warnAt records a warning formatted like an Error at v.
@@ -640,6 +677,7 @@ func (p *parser) resolve() *Config {
 	// Defaults, then jobs.
 	defaults := p.resolvePolicy(vals, "defaults.", builtinPolicy())
 	p.heartbeatOf(defaults, false)
+	p.claimSpreadOf(defaults, false)
 	var infos []jobInfo
 	names := map[string]*value{}
 	for _, rj := range p.jobs {
@@ -712,6 +750,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.Timezone = pol.timezone.val
 	j.Location = pol.loc
 	j.MaxLate = time.Duration(pol.maxLate.val) * time.Millisecond
+	j.ClaimSpread = time.Duration(p.claimSpreadOf(pol, true)) * time.Millisecond
 	j.Lease = time.Duration(pol.lease.val) * time.Millisecond
 	j.Heartbeat = time.Duration(p.heartbeatOf(pol, true)) * time.Millisecond
 	j.MaxAttempts = int(pol.maxAttempts.val)

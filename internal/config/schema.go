@@ -37,6 +37,7 @@ type spec struct {
 var defaultsSpecs = []*spec{
 	{key: "timezone", kind: kindString},
 	{key: "maxLateMs", kind: kindInt},
+	{key: "claimSpreadMs", kind: kindInt},
 	{key: "leaseMs", kind: kindInt},
 	{key: "heartbeatMs", kind: kindInt},
 	{key: "maxAttempts", kind: kindInt},

@@ -2,7 +2,8 @@
 // next slot of all jobs (a heap), claims of slots due together sent
 // concurrently with a bound, re-sent with the same token on transport errors
 // until answered or late, backups that watch a run held by another instance,
-// and the graceful stop of SPEC §4.
+// the work spread (a small deterministic delay before the first claim of each
+// slot, so that no instance wins every race) and the graceful stop of SPEC §4.
 package scheduler
 
 import (
@@ -10,8 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -52,6 +56,9 @@ type Options struct {
 	Hooks    Hooks
 	// ClaimConcurrency bounds the claims in flight at once (default 16).
 	ClaimConcurrency int
+	// Unbatched sends every claim on its own even when the backend is a
+	// claim.Batcher (by default the claims due together go in batches).
+	Unbatched bool
 	// ClaimTimeout bounds one claim request (default 10s).
 	ClaimTimeout time.Duration
 	// ShutdownGrace is how long running commands may finish after the
@@ -78,6 +85,12 @@ type Scheduler struct {
 	// lastBatch is closed when the job's latest batch of claims is sent;
 	// only the Run loop touches it.
 	lastBatch map[string]chan struct{}
+	// running counts the executions in progress on this instance: the load
+	// that weights the work spread.
+	running atomic.Int64
+	// batch sends the claims of a claim.Batcher in batches; nil when the
+	// backend decides one claim per round trip.
+	batch *coalescer
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -113,6 +126,9 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	}
 	s.health.log, s.health.clock, s.health.hooks = o.Log, o.Clock, &s.o.Hooks
 	s.leaser, _ = o.Backend.(claim.Leaser)
+	if b, ok := o.Backend.(claim.Batcher); ok && !o.Unbatched {
+		s.batch = newCoalescer(b)
+	}
 	return s, nil
 }
 
@@ -272,11 +288,66 @@ func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup,
 				<-prev // the job's earlier slots are claimed first
 			}
 			for _, slot := range b.slots {
+				// The spread delays the first send only: re-sends (same
+				// token) and a backup's takeover claims are never held
+				// back. Sleeping here keeps the job's claims in slot
+				// order and holds no claim slot of the semaphore.
+				if s.holdBack(ctx, b.job, slot) != nil {
+					return // the stop began: no new claims
+				}
 				c, ok := s.claimRetrying(ctx, b.job, slot, claim.NewToken(), true)
 				wg.Go(func() { s.follow(ctx, runCtx, b.job, slot, c, ok) })
 			}
 		})
 	}
+}
+
+// SpreadDelay is the work-spread delay of instance's first claim of (job,
+// slot) when the job's claimSpread is spread: FNV-1a 64 of
+// "instance\x00job\x00slot_ms" modulo spread+1, in microseconds, so within
+// [0, spread]. Every instance computes a different, fixed delay for each
+// slot, so the instance that claims first, and wins, changes from slot to
+// slot instead of being the one whose timer happens to fire first. 0
+// disables it.
+func SpreadDelay(instance, job string, slotMs int64, spread time.Duration) time.Duration {
+	us := spread.Microseconds()
+	if us <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	b := make([]byte, 0, len(instance)+len(job)+22)
+	b = append(append(append(append(b, instance...), 0), job...), 0)
+	b = strconv.AppendInt(b, slotMs, 10)
+	h.Write(b)
+	return time.Duration(h.Sum64()%uint64(us+1)) * time.Microsecond
+}
+
+// weightedDelay adds the load weight to a spread delay d: running/4 of the
+// spread per execution in progress on this instance, the total capped at
+// twice the spread, so that a busy instance lets an idle one claim first.
+// The weight never pushes a delay beyond half of maxLate: it is a
+// preference and must not make the slot late.
+func weightedDelay(d time.Duration, running int64, spread, maxLate time.Duration) time.Duration {
+	if running <= 0 || spread <= 0 {
+		return d
+	}
+	w := min(d+time.Duration(min(running, 8))*(spread/4), 2*spread)
+	return max(d, min(w, maxLate/2))
+}
+
+// holdBack waits, before the first claim of (job, slot), until the slot's
+// time plus this instance's spread delay (by the injected clock). The wait
+// is counted from the slot, not from the timer's firing: a late timer (a
+// loaded host) is absorbed, not added, and a slot claimed late (catch-up
+// after a pause or at start) is past its delay already and is claimed at
+// once. It returns ctx's error if the stop began meanwhile.
+func (s *Scheduler) holdBack(ctx context.Context, job config.Job, slot time.Time) error {
+	if job.ClaimSpread <= 0 {
+		return nil
+	}
+	d := SpreadDelay(s.o.Instance, job.Name, slot.UnixMilli(), job.ClaimSpread)
+	d = weightedDelay(d, s.running.Load(), job.ClaimSpread, job.MaxLate)
+	return clock.Sleep(ctx, s.o.Clock, slot.Add(d).Sub(s.o.Clock.Now()))
 }
 
 // maxMissedWalk bounds the slots counted one by one after a long pause or a
@@ -315,7 +386,16 @@ func (s *Scheduler) follow(ctx, runCtx context.Context, job config.Job, slot tim
 			if s.leaser == nil {
 				return
 			}
-			c, ok = s.watch(ctx, job, slot)
+			c, ok = s.watch(ctx, job, slot, false)
+		case claim.Overlap:
+			// Skipped here because another run of the job was live; but
+			// another instance may still win the slot within maxLate
+			// (its claim came after that run ended). Watch it too, so
+			// that such a run has backups.
+			if s.leaser == nil {
+				return
+			}
+			c, ok = s.watch(ctx, job, slot, true)
 		default:
 			return
 		}
@@ -397,6 +477,14 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 // re-sent on a fresh one instead of holding a connection that the
 // renewals of running jobs need.
 func (s *Scheduler) claimOnce(ctx context.Context, req claim.Request, timeout time.Duration) (claim.Result, time.Duration, error) {
+	if s.batch != nil {
+		// Batches bound the claims in flight themselves.
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		t0 := s.o.Clock.Now()
+		res, err := s.batch.claim(cctx, req)
+		return res, s.o.Clock.Now().Sub(t0), err
+	}
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -413,8 +501,11 @@ func (s *Scheduler) claimOnce(ctx context.Context, req claim.Request, timeout ti
 // watch is a backup's loop over a run another instance holds: every
 // heartbeat it reads the run (no lock), and claims it again with a fresh
 // token once the lease has expired. It returns the answer of such a claim,
-// or ok=false when the run is finished or ctx is done.
-func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time) (answered, bool) {
+// or ok=false when the run is finished or ctx is done. With pending (the
+// slot was skipped here for overlap) the run may not exist yet: the watch
+// goes on while another instance could still win the slot, until store
+// now is past slot + maxLate.
+func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time, pending bool) (answered, bool) {
 	for {
 		if clock.Sleep(ctx, s.o.Clock, job.Heartbeat) != nil {
 			return answered{}, false
@@ -422,6 +513,10 @@ func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time) (
 		run, now, err := s.leaser.Read(ctx, job.Name, slot.UnixMilli())
 		switch {
 		case errors.Is(err, claim.ErrNotFound):
+			if pending && !now.IsZero() && now.Sub(slot) <= job.MaxLate {
+				s.health.ok("read")
+				continue
+			}
 			return answered{}, false
 		case err != nil:
 			if ctx.Err() != nil {
@@ -456,6 +551,8 @@ func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answe
 		}
 		return
 	}
+	s.running.Add(1)
+	defer s.running.Add(-1)
 	rep := s.o.Executor.Run(runCtx, runner.Execution{
 		Job: job, Fence: fence, Slot: c.req.SlotTime(), LeaseUntil: c.res.LeaseUntil, ClaimedAt: c.leaseStart,
 	})

@@ -194,7 +194,7 @@ func TestTwoInstancesRunEachSlotOnce(t *testing.T) {
 		}
 		e := h.next()
 		if prev, dup := seen[e.e.Fence.Slot]; dup {
-			t.Fatalf("slot %d ran twice: %s and %s", e.e.Fence.Slot, prev, e.instance)
+			t.Fatalf("slot %d ran twice: %s and %s (attempt %d, now %v)", e.e.Fence.Slot, prev, e.instance, e.e.Fence.Attempt, h.clk.Now())
 		}
 		seen[e.e.Fence.Slot] = e.instance
 	}
@@ -445,5 +445,41 @@ func TestCatchUpClaimsInSlotOrder(t *testing.T) {
 		if rec.slots[i] <= rec.slots[i-1] {
 			t.Fatalf("claims sent out of slot order: %v", rec.slots)
 		}
+	}
+}
+
+// TestOverlapSkippedSlotHasBackups: an instance that skipped a slot for
+// overlap keeps watching it, so that when another instance wins the slot
+// later within maxLate (after the older run ended) and dies, it takes the
+// run over.
+func TestOverlapSkippedSlotHasBackups(t *testing.T) {
+	h := newHarness(t)
+	j := job("minutely", "0 * * * * *")
+	j.MaxLate, j.Overlap = 30*time.Second, "skip"
+	h.clk.Set(time.Date(2027, 1, 1, 0, 59, 59, 900_000_000, time.UTC))
+	ctx := context.Background()
+	prev := claim.Request{Job: j.Name, Slot: time.Date(2027, 1, 1, 0, 59, 0, 0, time.UTC).UnixMilli(),
+		Token: claim.NewToken(), Instance: "x", MaxLate: time.Hour, Lease: time.Hour, MaxAttempts: 3,
+		Overlap: claim.OverlapSkip}
+	if res, err := h.store.Claim(ctx, prev); err != nil || res.Outcome != claim.Won {
+		t.Fatalf("the previous run: %+v %v", res, err)
+	}
+	h.start("b", h.store, true, j)
+	h.awaitTimers(1)
+	h.clk.Advance(100 * time.Millisecond) // 01:00:00: b's claim answers overlap
+	h.awaitTimers(2)                      // b's scheduler and b's watch of the skipped slot
+	// The previous run ends; a late instance wins the slot and dies.
+	if err := h.store.Finish(ctx, prev.Fence(1), claim.Finish{Status: claim.StatusSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	late := prev
+	late.Slot, late.Token, late.Instance, late.Lease = time.Date(2027, 1, 1, 1, 0, 0, 0, time.UTC).UnixMilli(),
+		claim.NewToken(), "late", 3*time.Second
+	if res, err := h.store.Claim(ctx, late); err != nil || res.Outcome != claim.Won {
+		t.Fatalf("the late instance's claim: %+v %v", res, err)
+	}
+	e := h.stepUntilExec(2, time.Second, 10)
+	if e.instance != "b" || e.e.Fence.Slot != late.Slot || e.e.Fence.Attempt != 2 {
+		t.Fatalf("takeover %s by %s, want attempt 2 of %s@%d by b", e.e.Fence, e.instance, j.Name, late.Slot)
 	}
 }

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/anarchon/anarchon/internal/faultproxy"
+	"github.com/anarchon/anarchon/internal/scheduler"
 )
 
 var binDir string
@@ -66,6 +68,13 @@ func params(st store, dir string) testscript.Params {
 	return testscript.Params{
 		Dir: dir,
 		Setup: func(env *testscript.Env) error {
+			// Every script shares the machine with the others unless one
+			// asks for it alone (solo). A script held back here waits
+			// before it reads the clock for SOON below.
+			soloMu.RLock()
+			release := sync.OnceFunc(soloMu.RUnlock)
+			env.Values[soloKey{}] = release
+			env.Defer(release)
 			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
 			// SOON is a daily cron expression two seconds from now (UTC):
 			// a job that fires once while the script runs.
@@ -93,6 +102,16 @@ func params(st store, dir string) testscript.Params {
 				return os.Chmod(p, 0o644)
 			})
 		},
+		// [store:NAME] holds on the store NAME (sqlite, postgres,
+		// redis-lease, ...), for the few lines that do not apply to every
+		// store of a folder.
+		Condition: func(cond string) (bool, error) {
+			name, ok := strings.CutPrefix(cond, "store:")
+			if !ok {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			return name == st.name, nil
+		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitfile":      cmdWaitFile,
 			"exactlyonce":   cmdExactlyOnce,
@@ -107,11 +126,35 @@ func params(st store, dir string) testscript.Params {
 			"now":           cmdNow,
 			"waitslot":      cmdWaitSlot,
 			"metrics":       cmdMetrics,
+			"shares":        cmdShares,
+			"solo":          cmdSolo,
 		},
 	}
 }
 
 type storeKey struct{}
+
+// soloKey holds the function that gives up a script's shared hold on
+// soloMu.
+type soloKey struct{}
+
+// soloMu is held shared by every running script, and exclusively by a
+// script that measures how the daemons share work and must not share the
+// machine's two cores with the other scripts' daemons.
+var soloMu sync.RWMutex
+
+// solo: wait until no other script runs, and keep the others from
+// starting until this one ends.
+func cmdSolo(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: solo")
+	}
+	ts.Value(soloKey{}).(func())()
+	start := time.Now()
+	soloMu.Lock()
+	ts.Defer(soloMu.Unlock)
+	ts.Logf("running alone after waiting %v for the other scripts", time.Since(start).Round(time.Millisecond))
+}
 
 var (
 	proxiesMu sync.Mutex
@@ -490,6 +533,148 @@ func cmdStatusOK(ts *testscript.TestScript, neg bool, args []string) {
 		case r.Instance != f[1] || strconv.Itoa(r.Attempt) != f[2]:
 			ts.Fatalf("slot %d: status says %s attempt %d, the job says %s attempt %s", ms, r.Instance, r.Attempt, f[1], f[2])
 		}
+	}
+}
+
+// shares -from MS -to MS [-skip N] [-settle N] [-spread MS [-decided P]]
+// jobs min% max%: the last command's stdout (status --json) lists, for
+// every one of jobs jobs and every whole-second slot in [from + skip
+// seconds, to - settle seconds), exactly one run, succeeded at attempt 1;
+// and each instance won between min% and max% of those runs. With -spread
+// (the jobs' claimSpreadMs) it also logs how often the instance with the
+// shortest spread delay won, and -decided requires that to be at least P%.
+func cmdShares(ts *testscript.TestScript, neg bool, args []string) {
+	var from, to, skip, settle, spread, decided int64
+	for len(args) > 2 && strings.HasPrefix(args[0], "-") {
+		n, err := strconv.ParseInt(args[1], 10, 64)
+		ts.Check(err)
+		switch args[0] {
+		case "-from":
+			from = n
+		case "-to":
+			to = n
+		case "-skip":
+			skip = n * 1000
+		case "-settle":
+			settle = n * 1000
+		case "-spread":
+			spread = n
+		case "-decided":
+			decided = n
+		default:
+			ts.Fatalf("shares: unknown flag %s", args[0])
+		}
+		args = args[2:]
+	}
+	if neg || len(args) != 3 || from == 0 || to-settle <= from+skip {
+		ts.Fatalf("usage: shares -from MS -to MS [-skip N] [-settle N] [-spread MS [-decided P]] jobs min%% max%%")
+	}
+	from, to = from+skip, to-settle
+	jobs, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	lo, err := strconv.ParseFloat(args[1], 64)
+	ts.Check(err)
+	hi, err := strconv.ParseFloat(args[2], 64)
+	ts.Check(err)
+	type rec struct {
+		Job      string `json:"job"`
+		SlotMs   int64  `json:"slot_ms"`
+		Status   string `json:"status"`
+		Instance string `json:"instance"`
+		Attempt  int    `json:"attempt"`
+	}
+	type run struct {
+		job  string
+		slot int64
+	}
+	seen := map[run]rec{}
+	names := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(ts.ReadFile("stdout")))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r rec
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			ts.Fatalf("status --json line %q: %v", sc.Text(), err)
+		}
+		names[r.Job] = true
+		if r.SlotMs < from || r.SlotMs >= to {
+			continue
+		}
+		k := run{r.Job, r.SlotMs}
+		if prev, dup := seen[k]; dup {
+			ts.Fatalf("%s slot %d listed twice: by %s and %s", r.Job, r.SlotMs, prev.Instance, r.Instance)
+		}
+		seen[k] = r
+	}
+	ts.Check(sc.Err())
+	if len(names) != jobs {
+		ts.Fatalf("status lists runs of %d jobs, want %d", len(names), jobs)
+	}
+	first := (from + 999) / 1000 * 1000
+	won, byShortest := map[string]int{}, map[string]int{}
+	total, byDelay := 0, 0
+	var instances []string // the instances that won any run, for -spread
+	for _, r := range seen {
+		if !slices.Contains(instances, r.Instance) {
+			instances = append(instances, r.Instance)
+		}
+	}
+	for name := range names {
+		for ms := first; ms < to; ms += 1000 {
+			r, ok := seen[run{name, ms}]
+			switch {
+			case !ok:
+				var ev []string
+				for line := range strings.Lines(slotEvidence(ts, ms)) {
+					if strings.Contains(line, `"job":"`+name+`"`) {
+						ev = append(ev, line)
+					}
+				}
+				ts.Fatalf("%s slot %d did not run (no run in status); the daemons' logs about it:\n%s", name, ms, strings.Join(ev, ""))
+			case r.Status != "succeeded" || r.Attempt != 1:
+				ts.Fatalf("%s slot %d: status %s attempt %d by %s, want succeeded at attempt 1", name, ms, r.Status, r.Attempt, r.Instance)
+			}
+			won[r.Instance]++
+			total++
+			if spread > 0 {
+				d := time.Millisecond * time.Duration(spread)
+				shortest := slices.MinFunc(instances, func(a, b string) int {
+					return cmp.Compare(scheduler.SpreadDelay(a, name, ms, d), scheduler.SpreadDelay(b, name, ms, d))
+				})
+				byShortest[shortest]++
+				if shortest == r.Instance {
+					byDelay++
+				}
+			}
+		}
+	}
+	if total == 0 {
+		ts.Fatalf("no slot in [%d, %d)", from, to)
+	}
+	slices.Sort(instances)
+	percents := func(n map[string]int) string {
+		var out []string
+		for _, in := range instances {
+			out = append(out, fmt.Sprintf("%s %d (%.1f%%)", in, n[in], 100*float64(n[in])/float64(total)))
+		}
+		return strings.Join(out, ", ")
+	}
+	shares := percents(won)
+	ts.Logf("%d runs of %d jobs, each exactly once; won: %s", total, jobs, shares)
+	if spread > 0 {
+		pct := 100 * float64(byDelay) / float64(total)
+		ts.Logf("the instance with the shortest spread delay won %d of %d runs (%.1f%%); the delays alone would give: %s", byDelay, total, pct, percents(byShortest))
+	}
+	for in, n := range won {
+		if share := 100 * float64(n) / float64(total); share < lo || share > hi {
+			ts.Fatalf("%s won %.1f%% of the runs, want %g%% to %g%%: %s", in, share, lo, hi, shares)
+		}
+	}
+	if lo > 0 && float64(len(won))*hi < 100 {
+		ts.Fatalf("only %d instances won runs: %s", len(won), shares)
+	}
+	if pct := 100 * float64(byDelay) / float64(total); pct < float64(decided) {
+		ts.Fatalf("the instance with the shortest spread delay won %.1f%% of the runs, want at least %d%%", pct, decided)
 	}
 }
 
