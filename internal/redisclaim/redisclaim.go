@@ -317,8 +317,15 @@ func scrub(err error, secrets ...string) error {
 // instead of a failed claim at every slot.
 func loadScripts(ctx context.Context, c redis.UniversalClient, scripts ...*redis.Script) error {
 	for _, s := range scripts {
-		if err := s.Load(ctx, c).Err(); err != nil {
+		err := s.Load(ctx, c).Err()
+		var reply redis.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &reply) && !errors.Is(err, redis.ErrClosed):
+			// The server answered, with an error: a refusal.
 			return fmt.Errorf("the server refused Lua scripting (SCRIPT LOAD), which every redis strategy needs: %w", err)
+		default:
+			return fmt.Errorf("load the Lua scripts: %w", err)
 		}
 	}
 	return nil
