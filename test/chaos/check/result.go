@@ -119,6 +119,16 @@ func (c *checker) unrecorded(k runKey, s StatusRow, a *attempt) {
 		c.excuse(KindResult, k, fmt.Sprintf("status %s although attempt %d ended with its write accepted at %s: %s", s.Status, a.num, msText(e.EndMs), why))
 		return
 	}
+	if s.Status == "interrupted" {
+		// The lease ran out while the runner could not renew it, and the
+		// store interrupted the run (its attempts ran out, or another run
+		// of the job was live): the attempt's result is refused by design.
+		if why := c.tl.leaseLostIn(a.inst, a.startMs(), e.EndMs, j.LeaseMs); why != "" {
+			c.excuse(KindResult, k, fmt.Sprintf("status interrupted although attempt %d ended at %s: its lease ran out while %s, and the store refused the late result",
+				a.num, msText(e.EndMs), why))
+			return
+		}
+	}
 	ev := []string{fmt.Sprintf("status %s although attempt %d ended with its write accepted at %s, before %s (end of run - lease - heartbeat - %d ms)",
 		s.Status, a.num, msText(e.EndMs), msText(cutoff), ResultSlackMs), s.Where(), e.Where()}
 	c.violateAs(KindResult, c.unrecordedCause(a), k, append(ev, c.recordContext(a, e.EndMs)...)...)

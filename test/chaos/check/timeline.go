@@ -447,3 +447,26 @@ func (tl *timeline) deathAt(i int, at int64) bool {
 	f, ok := tl.deathIn(i, at, at)
 	return ok && f.AtMs == at
 }
+
+// leaseLostIn returns the pause or cut of instance i, or the store outage,
+// longer than leaseMs that meets [a, b]: the runner of an attempt running
+// then could not renew its lease, so the store may have given the run to a
+// backup or interrupted it, and then refuses the attempt's result. ""
+// if there is none.
+func (tl *timeline) leaseLostIn(i int, a, b, leaseMs int64) string {
+	if i >= 0 && i < tl.n {
+		for _, list := range [][]span{tl.paused[i], tl.cut[i]} {
+			for _, s := range list {
+				if s.dur(tl.end) > leaseMs && s.meets(a, b) {
+					return fmt.Sprintf("%s %s %s", instName(i), s.Kind, tl.spanText(s))
+				}
+			}
+		}
+	}
+	for _, o := range tl.outages() {
+		if o.dur(tl.end) > leaseMs && o.meets(a, b) {
+			return o.why
+		}
+	}
+	return ""
+}
