@@ -6,7 +6,7 @@ LDFLAGS := -X github.com/anarchon/anarchon/internal/cli.Version=$(VERSION) \
            -X github.com/anarchon/anarchon/internal/cli.Commit=$(COMMIT)
 BIN     := bin/anarchond
 
-.PHONY: build run test test-short bench bench-claims chaos vet clean
+.PHONY: build run test test-go test-short bench bench-go bench-claims bench-smoke chaos chaos-ci vet clean
 
 build: ## build bin/anarchond
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/anarchond
@@ -16,18 +16,28 @@ run: build ## run the daemon on configs/example.yaml (SQLite in ./data)
 	chmod go-w configs/example.yaml
 	$(BIN) run --config configs/example.yaml
 
-test: vet ## every test, against the real stores; fuzz targets briefly
+test: test-go fuzz chaos-ci bench-smoke ## what CI runs: every test against the real stores, a short fuzz of each target, a 60 s chaos run of every backend, a smoke of the benchmarks
+
+test-go: vet ## every Go test, against the real stores (the fuzz seed corpora included)
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 test-short: ## unit tests only
 	$(GO) test -short -count=1 ./...
 
-bench: ## claim latency benchmarks of every backend (go test -bench)
+bench: ## every figure of docs/performance.md in one run (about an hour): tables on stdout, bench/results/{results.json,chart.png}
+	$(GO) run ./cmd/anarchon-bench
+
+bench-claims: ## the claim tables only (no start lag, no scale): a few minutes
+	$(GO) run ./cmd/anarchon-bench -lag-loads '' -scale-jobs 0
+
+bench-smoke: ## every section of the bench, tiny, so that it never rots (figures printed, not asserted)
+	$(GO) run ./cmd/anarchon-bench -n 100 -n-rabbitmq 20 -tp-n 20 -tp-n-rabbitmq 5 \
+		-ceiling-runs 300 -ceiling-runs-rabbitmq 30 -lag-loads 1,10 -lag-dur 3s -lag-backends sqlite,redis-lease \
+		-scale-jobs 1000 -scale-idle 5s -scale-busy 5s -scale-backends sqlite -out ''
+
+bench-go: ## the go test benchmarks of every backend
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/sqliteclaim/ ./internal/pgclaim/ ./internal/redisclaim/ ./internal/natsclaim/
 	$(GO) test -run '^$$' -bench . -benchtime 300x ./internal/rabbitclaim/
-
-bench-claims: ## one table: every backend's claim p50/p99 beside its store's raw round trip
-	$(GO) run ./cmd/anarchon-bench
 
 # Fault injection: anarchond instances on one backend, killed, paused, cut
 # off from the store, skewed; then test/chaos/check reports every broken
@@ -38,6 +48,9 @@ BACKEND   ?= sqlite
 DURATION  ?= 60s
 INSTANCES ?= 3
 SEED      ?=
+
+chaos-ci: ## a 60 s chaos run of every backend, one after the other (about 10 minutes); fails on any violation
+	$(GO) run ./test/chaos -all -duration 60s
 
 chaos: ## fault-injection run of one backend (BACKEND, DURATION, INSTANCES, SEED); output in chaos-out/
 	$(GO) run ./test/chaos -backend $(BACKEND) -duration $(DURATION) -instances $(INSTANCES) $(if $(SEED),-seed $(SEED))
