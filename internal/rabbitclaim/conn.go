@@ -20,9 +20,29 @@ import (
 
 type netConn = net.Conn
 
+// abortGrace is how long a channel whose call was abandoned (its caller's
+// ctx ended first) has to close before the backend drops the whole
+// connection.
+const abortGrace = 2 * time.Second
+
+// Bounds of one reconnect attempt (dial, handshake, history declare): the
+// first is short, so that a connection that came back is found soon after
+// a blackhole; each failed attempt doubles it, up to twice the dial
+// timeout (the TCP connect and the handshake each have the dial timeout).
+const reconnectAttemptMin = 2 * time.Second
+
+// errNoAnswer: the broker did not answer a call before the caller's ctx
+// ended. The backend abandoned the call (see call).
+var errNoAnswer = errors.New("no answer from rabbitmq")
+
 // session is one AMQP connection and its idle confirm channels.
 type session struct {
 	conn *amqp.Connection
+	// raw is the TCP connection under conn. Closing it is the one sure way
+	// to end calls whose replies were lost: amqp091's reader fails, and
+	// with it every pending call, channel and confirm.
+	raw     net.Conn
+	dropped atomic.Bool
 	// closed receives the connection's close error (nil, closed channel:
 	// closed by us).
 	closed chan *amqp.Error
@@ -41,20 +61,23 @@ type gateChannel struct {
 	returns chan amqp.Return
 }
 
-// dialerFor returns the TCP dialer of uri: the URL's connection_timeout,
-// or DefaultDialTimeout (amqp091's default is 30s).
-func dialerFor(uri amqp.URI) func(network, addr string) (netConn, error) {
+// dialerFor returns the TCP dialer of uri and its timeout: the URL's
+// connection_timeout, or DefaultDialTimeout (amqp091's default is 30s).
+// The dialer also sets that timeout as the deadline of the TLS and AMQP
+// handshakes.
+func dialerFor(uri amqp.URI) (func(network, addr string) (netConn, error), time.Duration) {
 	timeout := DefaultDialTimeout
 	if uri.ConnectionTimeout > 0 {
 		timeout = time.Duration(uri.ConnectionTimeout) * time.Millisecond
 	}
-	return amqp.DefaultDial(timeout)
+	return amqp.DefaultDial(timeout), timeout
 }
 
-// dialContext dials a session, giving up when ctx ends (the dial itself
-// goes on in the background and its connection is closed). With strict, a
-// history stream that cannot be declared fails the dial (at start);
-// otherwise it is logged (a reconnect: the gates do not need the stream).
+// dialContext dials a session, giving up when ctx ends: the dial's
+// connection is then closed, at once or as soon as its TCP connect ends.
+// With strict, a history stream that cannot be declared fails the dial (at
+// start); otherwise it is logged (a reconnect: the gates do not need the
+// stream).
 func (b *Backend) dialContext(ctx context.Context, strict bool) (*session, error) {
 	type dialed struct {
 		s   *session
@@ -62,7 +85,7 @@ func (b *Backend) dialContext(ctx context.Context, strict bool) (*session, error
 	}
 	ch := make(chan dialed, 1)
 	go func() {
-		s, err := b.dial(strict)
+		s, err := b.dial(ctx, strict)
 		ch <- dialed{s, err}
 	}()
 	select {
@@ -71,29 +94,61 @@ func (b *Backend) dialContext(ctx context.Context, strict bool) (*session, error
 	case <-ctx.Done():
 		go func() {
 			if d := <-ch; d.s != nil {
-				d.s.conn.Close()
+				b.drop(d.s, "")
 			}
 		}()
-		return nil, fmt.Errorf("connect to %s: %w", b.where, ctx.Err())
+		return nil, fmt.Errorf("connect to %s: %w", b.where, context.Cause(ctx))
 	}
 }
 
-// dial opens a connection and (re)declares the history stream on it.
-func (b *Backend) dial(strict bool) (*session, error) {
+// dial opens a connection and (re)declares the history stream on it. When
+// ctx ends, the TCP connection is closed, which ends the handshake or the
+// declare at once.
+func (b *Backend) dial(ctx context.Context, strict bool) (*session, error) {
 	name := "anarchon"
 	if b.o.Instance != "" {
 		name += " " + b.o.Instance
 	}
+	var (
+		mu    sync.Mutex
+		raw   net.Conn
+		ended bool
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		ended = true
+		if raw != nil {
+			raw.Close()
+		}
+	})
+	defer stop()
 	conn, err := amqp.DialConfig(b.url, amqp.Config{
 		Properties: amqp.Table{"connection_name": name},
-		Dial:       b.dialer,
+		Dial: func(network, addr string) (net.Conn, error) {
+			c, err := b.dialer(network, addr)
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if ended {
+				c.Close()
+				return nil, ctx.Err()
+			}
+			raw = c
+			return c, nil
+		},
 		// A copy: the client fills in ServerName.
 		TLSClientConfig: b.tls.Clone(),
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("connect to %s: %w", b.where, context.Cause(ctx))
+		}
 		return nil, fmt.Errorf("connect to %s: %w", b.where, b.scrub(err))
 	}
-	s := &session{conn: conn, closed: conn.NotifyClose(make(chan *amqp.Error, 1))}
+	s := &session{conn: conn, raw: raw, closed: conn.NotifyClose(make(chan *amqp.Error, 1))}
 	// The broker says connection.blocked right after the handshake when an
 	// alarm is already on: listen before anything else.
 	blocked := conn.NotifyBlocked(make(chan amqp.Blocking, 4))
@@ -110,18 +165,153 @@ func (b *Backend) dial(strict bool) (*session, error) {
 			}
 		}
 	}()
-	if err := b.declareHistory(conn); err != nil {
-		if strict || conn.IsClosed() {
-			conn.Close()
+	dctx, cancel := b.withTimeout(ctx, b.dialTimeout)
+	err = b.declareHistory(dctx, s)
+	cancel()
+	if err != nil {
+		if strict || conn.IsClosed() || errors.Is(err, errNoAnswer) {
+			b.drop(s, "")
 			return nil, err
 		}
 		b.log.Error("history stream not declared; claims go on, status and results fail", zap.Error(err))
 	}
+	if !stop() {
+		// ctx ended meanwhile: its AfterFunc closed the connection.
+		b.drop(s, "")
+		return nil, fmt.Errorf("connect to %s: %w", b.where, context.Cause(ctx))
+	}
 	return s, nil
 }
 
+// drop closes the session's TCP connection without the AMQP close
+// handshake (which a broker whose replies are lost never completes):
+// amqp091 then fails every pending call with an error, and watch
+// reconnects. why, when set, is logged.
+func (b *Backend) drop(s *session, why string) {
+	if !s.dropped.CompareAndSwap(false, true) {
+		return
+	}
+	if why != "" {
+		b.log.Warn("rabbitmq connection dropped: the broker did not answer; reconnecting",
+			zap.String("url", b.where), zap.String("why", why))
+	}
+	s.raw.Close()
+}
+
+// call runs fn, a sequence of amqp091 calls (which take no context and
+// wait for their reply forever when it is lost: a blackhole on a
+// connection that stays open), in a goroutine, and waits for it or for
+// ctx. When ctx ends first, call returns an error wrapping errNoAnswer and
+// ctx's error, and abandons fn: see abandon; ch is the channel fn uses (nil
+// when there is none yet, as while opening one). orphan, if not nil,
+// receives what fn returns without an error after it was abandoned (a
+// channel opened too late, to close).
+func call[T any](ctx context.Context, b *Backend, s *session, ch *amqp.Channel, what string, fn func() (T, error), orphan func(T)) (T, error) {
+	const (
+		running int32 = iota
+		finished
+		abandoned
+	)
+	var (
+		state atomic.Int32
+		res   T
+		err   error
+		zero  T
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r, e := fn()
+		if state.CompareAndSwap(running, finished) {
+			res, err = r, e
+		} else if e == nil && orphan != nil {
+			orphan(r)
+		}
+	}()
+	select {
+	case <-done:
+		return res, err
+	case <-ctx.Done():
+	}
+	if !state.CompareAndSwap(running, abandoned) {
+		<-done // finished meanwhile
+		return res, err
+	}
+	go b.abandon(s, ch, done, what)
+	return zero, fmt.Errorf("%s: %w (%w)", what, errNoAnswer, context.Cause(ctx))
+}
+
+// abandon ends calls their caller stopped waiting for: it closes ch (nil:
+// none) and waits up to abortGrace for the close and for the calls (done;
+// nil: none) to end. A broker that answers the channel's close is alive,
+// and only that channel is lost; otherwise it drops the connection, which
+// ends both at once.
+func (b *Backend) abandon(s *session, ch *amqp.Channel, done <-chan struct{}, what string) {
+	var closed chan struct{}
+	if ch != nil {
+		closed = make(chan struct{})
+		go func() {
+			defer close(closed)
+			ch.Close()
+		}()
+	}
+	t := b.clock.NewTimer(abortGrace)
+	defer t.Stop()
+	for done != nil || closed != nil {
+		select {
+		case <-done:
+			done = nil
+		case <-closed:
+			closed = nil
+		case <-t.C():
+			b.drop(s, fmt.Sprintf("%s: no answer, and the channel did not close within %v", what, abortGrace))
+			return
+		}
+	}
+}
+
+// withTimeout is context.WithTimeout on the Backend's clock.
+func (b *Backend) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	t := b.clock.NewTimer(d)
+	go func() {
+		select {
+		case <-t.C():
+			cancel(context.DeadlineExceeded)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		t.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+// closeChannel closes ch in the background, bounded as abandon is.
+func (b *Backend) closeChannel(s *session, ch *amqp.Channel, what string) {
+	go b.abandon(s, ch, nil, what)
+}
+
+// openChannel opens a channel (in confirm mode with confirm), bounded by
+// ctx (see call).
+func (b *Backend) openChannel(ctx context.Context, s *session, confirm bool) (*amqp.Channel, error) {
+	return call(ctx, b, s, nil, "open a channel", func() (*amqp.Channel, error) {
+		ch, err := s.conn.Channel()
+		if err != nil || !confirm {
+			return ch, err
+		}
+		if err := ch.Confirm(false); err != nil {
+			b.closeChannel(s, ch, "close a channel")
+			return nil, err
+		}
+		return ch, nil
+	}, func(ch *amqp.Channel) { b.closeChannel(s, ch, "close a channel opened too late") })
+}
+
 // watch waits for the session's connection to drop and reconnects with
-// backoff, until Close. It logs once per change of state.
+// backoff, until Close. It logs once per change of state. Each attempt is
+// bounded (reconnectAttemptMin, doubling up to twice the dial timeout), so
+// that an attempt whose replies are lost does not hold the reconnection.
 func (b *Backend) watch(s *session) {
 	defer b.wg.Done()
 	for {
@@ -138,6 +328,7 @@ func (b *Backend) watch(s *session) {
 		}
 		b.sess = nil
 		b.mu.Unlock()
+		b.drop(s, "") // the TCP connection too, whatever closed the AMQP one
 		lost := b.clock.Now()
 		fields := []zap.Field{zap.String("url", b.where)}
 		if cause != nil {
@@ -146,6 +337,7 @@ func (b *Backend) watch(s *session) {
 		b.log.Warn("rabbitmq connection lost; reconnecting", fields...)
 
 		backoff, attempts := reconnectMin, 0
+		limit := min(reconnectAttemptMin, 2*b.dialTimeout)
 		var ns *session
 		for ns == nil {
 			wait := backoff/2 + rand.N(backoff/2+1)
@@ -153,19 +345,25 @@ func (b *Backend) watch(s *session) {
 				return
 			}
 			attempts++
+			ctx, cancel := b.withTimeout(b.ctx, limit)
 			var err error
-			if ns, err = b.dialContext(b.ctx, false); err != nil {
+			ns, err = b.dialContext(ctx, false)
+			cancel()
+			if err != nil {
 				b.log.Debug("rabbitmq reconnect failed", zap.Int("attempt", attempts), zap.Error(err))
 				backoff = min(2*backoff, reconnectMax)
+				limit = min(2*limit, 2*b.dialTimeout)
 			}
 		}
 		b.mu.Lock()
 		if b.closed {
 			b.mu.Unlock()
-			ns.conn.Close()
+			b.drop(ns, "")
 			return
 		}
 		b.sess = ns
+		close(b.restored)
+		b.restored = make(chan struct{})
 		b.mu.Unlock()
 		b.log.Info("rabbitmq connection restored", zap.String("url", b.where),
 			zap.Duration("down", b.clock.Now().Sub(lost)), zap.Int("attempts", attempts))
@@ -173,8 +371,8 @@ func (b *Backend) watch(s *session) {
 	}
 }
 
-// get returns an idle gate channel or opens one.
-func (s *session) get() (*gateChannel, error) {
+// get returns an idle gate channel or opens one, bounded by ctx.
+func (b *Backend) get(ctx context.Context, s *session) (*gateChannel, error) {
 	s.mu.Lock()
 	if n := len(s.idle); n > 0 {
 		gc := s.idle[n-1]
@@ -183,12 +381,8 @@ func (s *session) get() (*gateChannel, error) {
 		return gc, nil
 	}
 	s.mu.Unlock()
-	ch, err := s.conn.Channel()
+	ch, err := b.openChannel(ctx, s, true)
 	if err != nil {
-		return nil, err
-	}
-	if err := ch.Confirm(false); err != nil {
-		ch.Close()
 		return nil, err
 	}
 	return &gateChannel{ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, 4))}, nil
@@ -196,7 +390,7 @@ func (s *session) get() (*gateChannel, error) {
 
 // put gives back a channel whose claim was answered; a closed one, or one
 // beyond the idle limit, is dropped.
-func (s *session) put(gc *gateChannel) {
+func (b *Backend) put(s *session, gc *gateChannel) {
 	if gc.ch.IsClosed() || s.conn.IsClosed() {
 		return
 	}
@@ -207,20 +401,28 @@ func (s *session) put(gc *gateChannel) {
 		return
 	}
 	s.mu.Unlock()
-	gc.ch.Close()
+	b.closeChannel(s, gc.ch, "close a gate channel")
 }
 
-// declareHistory declares the history stream on a channel of its own. A
-// stream with other retention arguments is kept as it is (logged); a queue
-// of that name that is not a stream is ErrQueueConflict.
-func (b *Backend) declareHistory(conn *amqp.Connection) error {
-	ch, err := conn.Channel()
+// declareHistory declares the history stream on a channel of its own,
+// bounded by ctx (see call). A stream with other retention arguments is
+// kept as it is (logged); a queue of that name that is not a stream is
+// ErrQueueConflict.
+func (b *Backend) declareHistory(ctx context.Context, s *session) error {
+	_, err := call(ctx, b, s, nil, fmt.Sprintf("declare history stream %q", b.history), func() (struct{}, error) {
+		return struct{}{}, b.declareHistoryOn(s)
+	}, nil)
+	return err
+}
+
+func (b *Backend) declareHistoryOn(s *session) error {
+	ch, err := s.conn.Channel()
 	if err != nil {
 		return fmt.Errorf("declare history stream %q: %w", b.history, b.scrub(err))
 	}
 	_, err = ch.QueueDeclare(b.history, true, false, false, false, b.histArgs)
 	if err == nil {
-		ch.Close()
+		b.closeChannel(s, ch, "close the history declare's channel")
 		return nil
 	}
 	arg, detail, conflict := inequivalentArg(err)
@@ -233,7 +435,7 @@ func (b *Backend) declareHistory(conn *amqp.Connection) error {
 	// The 406 names the first argument that differs, and RabbitMQ checks
 	// x-max-length-bytes before x-queue-type: find out whether the queue is
 	// a stream at all.
-	stream, err := isStream(conn, b.history)
+	stream, err := b.isStream(s, b.history)
 	switch {
 	case err != nil:
 		return fmt.Errorf("declare history stream %q: %w", b.history, b.scrub(err))
@@ -252,12 +454,12 @@ func (b *Backend) declareHistory(conn *amqp.Connection) error {
 // 'x-stream-offset' ... of queue type rabbit_classic_queue" on others. A
 // consumer that is accepted anyway gets messages it never acks: closing its
 // channel gives them back.
-func isStream(conn *amqp.Connection, queue string) (bool, error) {
-	ch, err := conn.Channel()
+func (b *Backend) isStream(s *session, queue string) (bool, error) {
+	ch, err := s.conn.Channel()
 	if err != nil {
 		return false, err
 	}
-	defer ch.Close()
+	defer b.closeChannel(s, ch, "close the stream check's channel")
 	_, err = ch.Consume(queue, "", false, false, false, false, amqp.Table{"x-stream-offset": "next"})
 	var ae *amqp.Error
 	switch {

@@ -44,7 +44,9 @@
 //	not connected, broker blocked  error wrapping ErrUnavailable: the claim
 //	publishing, connection lost    was certainly not published, so the
 //	before the publish, ctx done   scheduler may re-send it with the same
-//	before the publish             token (IsTransient)
+//	before the publish (no answer  token (IsTransient)
+//	to the channel's open or the
+//	gate's declare)
 //	declare refused 406            error wrapping ErrQueueConflict, naming the
 //	                               queue and the differing argument (not
 //	                               transient: another instance uses another
@@ -52,7 +54,11 @@
 //	                               403/405 are plain errors
 //
 // ctx bounds the wait for the broker (30s when it has no deadline); the
-// scheduler's claim timeout is the usual bound.
+// scheduler's claim timeout is the usual bound. It bounds every broker call
+// too, although amqp091-go's calls (opening a channel, a declare, a
+// channel's close) take no context and wait forever for a reply that was
+// lost: on a connection that stays open (a blackhole that heals), nobody
+// else would end them. See "Abandoned calls" below.
 //
 // Unknown is returned with a nil error and logged at warn: the scheduler
 // treats it as lost and skips the run (SPEC §3.2), and does not re-send a
@@ -111,13 +117,24 @@
 // backend.retention) until it reads its own marker: everything written
 // before it, including this process's queued records, has then been seen.
 // It joins the records per (job, slot): a finished record wins; a claimed
-// record without one is a running run. A run whose winner died is therefore
+// record without one is a running run. A record written twice (see below)
+// counts once. A run whose winner died is therefore
 // shown running until it leaves the stream: claim-only backends have no
 // lease to tell a dead runner from a slow one. Status reads the whole
 // retained stream; consuming a stream is non-destructive and never touches
 // the gates. If the stream exists with other retention arguments (another
 // backend.retention), the backend keeps the existing ones and logs a
 // warning; a queue of that name that is not a stream is an error.
+//
+// The records are written in order by one writer on a confirm channel of
+// its own, retried until confirmed (or Close). A batch whose confirms do
+// not arrive within 5s, or before a caller waiting for one of its records
+// (Finish, ListRuns) gives up, loses its channel (abandoned as below), and
+// its unconfirmed records are published again on a new channel, at once
+// when the connection is restored: at least once, so a record may be in the
+// stream twice. A Finish whose ctx ends first returns ctx's error at once;
+// its record stays queued, and a re-sent Finish succeeds once the broker
+// answers again.
 //
 // # TLS and credentials
 //
@@ -139,5 +156,23 @@
 // backoff, logging "rabbitmq connection lost; reconnecting" and "rabbitmq
 // connection restored" once per change. Claims while it is down fail with
 // ErrUnavailable (not published: the scheduler re-sends with the same token,
-// which is safe); a claim whose publish was in flight answers unknown.
+// which is safe); a claim whose publish was in flight answers unknown. Each
+// reconnect attempt (TCP connect, handshake, history declare) is bounded:
+// 2s at first, doubling with each failed attempt up to twice the dial
+// timeout (the URL's connection_timeout, else 10s), so that an attempt
+// whose handshake replies were lost does not hold the reconnection long
+// after the network is back.
+//
+// # Abandoned calls
+//
+// A broker call whose ctx ends first returns at once (a claim: a transient
+// error before the publish, unknown after it) and the call is abandoned:
+// the backend closes its channel in the background, and when the broker
+// does not answer that close within 2s either, it drops the whole
+// connection (closes the TCP connection without the AMQP close handshake),
+// logging "rabbitmq connection dropped: the broker did not answer". amqp091
+// then fails every call pending on it, which frees the claims' slots and
+// goroutines, and the backend reconnects as above. A broker that is merely
+// slow answers the close, and only that channel is lost. Close waits 2s
+// for the broker's close-ok, then drops the connection too.
 package rabbitclaim

@@ -162,10 +162,13 @@ func (b *Backend) claimGate(ctx context.Context, req claim.Request, queue string
 		<-b.slots
 		return answerNone, "", unavailable("the broker blocks publishing (%s)", *reason)
 	}
-	gc, err := s.get()
+	gc, err := b.get(ctx, s)
 	if err != nil {
 		<-b.slots
-		if refused(err) {
+		switch {
+		case errors.Is(err, errNoAnswer):
+			return answerNone, "", fmt.Errorf("%w: %w", ErrUnavailable, err)
+		case refused(err):
 			return answerNone, "", fmt.Errorf("open a channel: %w", b.scrub(err))
 		}
 		return answerNone, "", unavailable("open a channel: %v", b.scrub(err))
@@ -179,7 +182,7 @@ func (b *Backend) claimGate(ctx context.Context, req claim.Request, queue string
 		AppId:        "anarchon",
 		Body:         body,
 	}
-	go b.runGate(s, gc, queue, msg, op)
+	go b.runGate(ctx, s, gc, queue, msg, op)
 	select {
 	case <-op.done:
 		return op.answer, op.why, op.err
@@ -197,21 +200,36 @@ func (b *Backend) claimGate(ctx context.Context, req claim.Request, queue string
 	return answerMaybe, fmt.Sprintf("no confirm before the claim's deadline (%v)", ctx.Err()), nil
 }
 
-// runGate is the worker of one claim: declare, publish, wait for the
-// confirm. It gives the channel back when the claim was answered cleanly,
-// and closes it otherwise (a late confirm must not answer the next claim).
-func (b *Backend) runGate(s *session, gc *gateChannel, queue string, msg amqp.Publishing, op *gateOp) {
+// runGate is the worker of one claim: declare (bounded by ctx, the
+// claim's), publish, wait for the confirm (or for the waiter to leave). It
+// gives the channel back when the claim was answered cleanly, and closes it
+// otherwise (a late confirm must not answer the next claim), in the
+// background and bounded (see abandon): a worker never waits for the
+// broker longer than its claim.
+func (b *Backend) runGate(ctx context.Context, s *session, gc *gateChannel, queue string, msg amqp.Publishing, op *gateOp) {
 	defer func() { <-b.slots }()
-	reuse := false
+	const (
+		closeIt   = iota
+		reuseIt   // answered cleanly: back to the idle list
+		handedOff // a declare with no answer: call abandoned the channel
+	)
+	fate := closeIt
 	defer func() {
-		if reuse {
-			s.put(gc)
-		} else {
-			gc.ch.Close()
+		switch fate {
+		case reuseIt:
+			b.put(s, gc)
+		case closeIt:
+			b.closeChannel(s, gc.ch, "close a gate channel")
 		}
 	}()
-	if _, err := gc.ch.QueueDeclare(queue, true, false, false, false, b.gateArgs); err != nil {
+	_, err := call(ctx, b, s, gc.ch, fmt.Sprintf("declare queue %q", queue), func() (amqp.Queue, error) {
+		return gc.ch.QueueDeclare(queue, true, false, false, false, b.gateArgs)
+	}, nil)
+	if err != nil {
 		switch _, _, conflict := inequivalentArg(err); {
+		case errors.Is(err, errNoAnswer):
+			fate = handedOff
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 		case conflict:
 			err = conflictError(queue, err)
 		case refused(err):
@@ -229,7 +247,7 @@ func (b *Backend) runGate(s *session, gc *gateChannel, queue string, msg amqp.Pu
 		h(queue)
 	}
 	if !op.phase.CompareAndSwap(opPending, opPublishing) {
-		reuse = true // the waiter left before the publish
+		fate = reuseIt // the waiter left before the publish
 		return
 	}
 	dc, err := gc.ch.PublishWithDeferredConfirm("", queue, true, false, msg)
@@ -254,8 +272,11 @@ func (b *Backend) runGate(s *session, gc *gateChannel, queue string, msg amqp.Pu
 	returned := false
 	for drained := false; !drained; {
 		select {
-		case r := <-gc.returns:
-			if r.MessageId == msg.MessageId {
+		case r, ok := <-gc.returns:
+			switch {
+			case !ok: // closed with the channel
+				drained = true
+			case r.MessageId == msg.MessageId:
 				returned = true
 			}
 		default:
@@ -264,17 +285,17 @@ func (b *Backend) runGate(s *session, gc *gateChannel, queue string, msg amqp.Pu
 	}
 	switch {
 	case returned:
-		reuse = true
+		fate = reuseIt
 		op.finish(answerReturned, "the gate vanished between its declare and the publish (basic.return 312 NO_ROUTE)", nil)
 	case dc.Acked():
-		reuse = true
+		fate = reuseIt
 		op.finish(answerAck, "", nil)
 	case gc.ch.IsClosed():
 		// amqp091 completes the confirms of a closing channel as nacks,
 		// after it marked the channel closed.
 		op.finish(answerMaybe, "the channel closed before the confirm", nil)
 	default:
-		reuse = true
+		fate = reuseIt
 		op.finish(answerNack, "", nil)
 	}
 }

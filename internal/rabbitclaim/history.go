@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
-	"github.com/anarchon/anarchon/internal/clock"
 )
 
 // recordType is the kind of a history record.
@@ -46,10 +45,10 @@ type record struct {
 
 // Limits of the history writer.
 const (
-	historyQueueLen       = 4096             // records waiting to be written
-	historyBatch          = 64               // records published before waiting for their confirms
-	historyConfirmTimeout = 30 * time.Second // a batch's confirms, before the channel is dropped
-	historyPrefetch       = 512              // ListRuns's consumer prefetch
+	historyQueueLen       = 4096            // records waiting to be written
+	historyBatch          = 64              // records published before waiting for their confirms
+	historyConfirmTimeout = 5 * time.Second // a batch's confirms, before the channel is dropped
+	historyPrefetch       = 512             // ListRuns's consumer prefetch
 )
 
 // histItem is a record on its way to the stream.
@@ -57,7 +56,8 @@ type histItem struct {
 	rec  record
 	id   string
 	body []byte
-	done chan error // buffered; nil when nobody waits
+	done chan error      // buffered; nil when nobody waits
+	ctx  context.Context // the waiter's; nil when nobody waits
 }
 
 func (it *histItem) signal(err error) {
@@ -70,7 +70,12 @@ func (it *histItem) signal(err error) {
 // goroutine with its own confirm channel: the "claimed" records in the
 // background (no latency on the claim), Finish's and ListRuns's records
 // waited for. A record is retried until it is confirmed or the Backend
-// closes.
+// closes. A batch whose confirms do not arrive within
+// historyConfirmTimeout, or before a caller waiting for one of its records
+// gives up, loses its channel (and, if the broker does not answer the
+// close either, the connection: see abandon); its unconfirmed records are
+// published again on a new one. A record may so be written twice: the
+// reader keeps one record per run.
 type historyWriter struct {
 	b        *Backend
 	queue    chan *histItem
@@ -123,6 +128,7 @@ func (w *historyWriter) write(ctx context.Context, rec record) error {
 	if err != nil {
 		return err
 	}
+	it.ctx = ctx
 	select {
 	case w.queue <- it:
 	case <-ctx.Done():
@@ -161,11 +167,7 @@ func (w *historyWriter) stopAndDrain(grace time.Duration) {
 func (w *historyWriter) run() {
 	defer w.b.wg.Done()
 	defer close(w.exited)
-	defer func() {
-		if w.ch != nil {
-			go w.ch.Close()
-		}
-	}()
+	defer w.dropChannel()
 	for {
 		var it *histItem
 		select {
@@ -191,8 +193,9 @@ func (w *historyWriter) run() {
 	}
 }
 
-// writeBatch publishes batch, retrying what failed with backoff until it
-// is confirmed or the Backend is closed.
+// writeBatch publishes batch, retrying what failed with backoff (at once
+// when the connection is restored) until it is confirmed or the Backend is
+// closed.
 func (w *historyWriter) writeBatch(batch []*histItem) {
 	b := w.b
 	backoff := reconnectMin
@@ -203,6 +206,7 @@ func (w *historyWriter) writeBatch(batch []*histItem) {
 			}
 			return
 		}
+		restored := b.restoredSignal()
 		failed, err := w.publish(batch)
 		if len(failed) == 0 {
 			if w.failing {
@@ -217,32 +221,83 @@ func (w *historyWriter) writeBatch(batch []*histItem) {
 			w.failing = true
 		}
 		batch = failed
-		if clock.Sleep(b.ctx, b.clock, backoff/2+rand.N(backoff/2+1)) != nil {
-			continue // closed: fails the batch above
+		t := b.clock.NewTimer(backoff/2 + rand.N(backoff/2+1))
+		select {
+		case <-t.C():
+			backoff = min(2*backoff, reconnectMax)
+		case <-restored:
+			backoff = reconnectMin
+		case <-b.ctx.Done(): // fails the batch above
 		}
-		backoff = min(2*backoff, reconnectMax)
+		t.Stop()
 	}
 }
 
-// publish publishes batch and waits for the confirms. It signals the
-// confirmed items and returns the others.
+// dropChannel gives up the writer's channel (closed in the background,
+// bounded: see abandon). Its pending confirms are then lost.
+func (w *historyWriter) dropChannel() {
+	if w.ch != nil {
+		w.b.closeChannel(w.sess, w.ch, "close the history channel")
+		w.ch = nil
+	}
+}
+
+// errCallerLeft: a caller waiting for a record of the batch gave up.
+var errCallerLeft = errors.New("a caller waiting for a record gave up")
+
+// attempt returns the bound of one publish of batch: historyConfirmTimeout,
+// or less when the ctx of a caller waiting for one of its records ends
+// first (it will send its record again, which must not wait behind a
+// channel whose replies are lost). Waiters already gone do not count. The
+// second function stops watching a waiter: call it before signalling it
+// (the caller may cancel its ctx once answered). The third releases the
+// bound.
+func (w *historyWriter) attempt(batch []*histItem) (context.Context, func(i int), func()) {
+	b := w.b
+	ctx, cancel := context.WithCancelCause(b.ctx)
+	t := b.clock.NewTimer(historyConfirmTimeout)
+	go func() {
+		select {
+		case <-t.C():
+			cancel(fmt.Errorf("no answer within %v", historyConfirmTimeout))
+		case <-ctx.Done():
+		}
+	}()
+	stops := make([]func() bool, len(batch))
+	for i, it := range batch {
+		if it.ctx != nil && it.ctx.Err() == nil {
+			stops[i] = context.AfterFunc(it.ctx, func() { cancel(errCallerLeft) })
+		}
+	}
+	unwatch := func(i int) {
+		if stops[i] != nil {
+			stops[i]()
+			stops[i] = nil
+		}
+	}
+	return ctx, unwatch, func() {
+		for i := range stops {
+			unwatch(i)
+		}
+		t.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+// publish publishes batch and waits for the confirms (bounded: see
+// attempt). It signals the confirmed items and returns the others.
 func (w *historyWriter) publish(batch []*histItem) ([]*histItem, error) {
 	b := w.b
 	s, err := b.connected()
 	if err != nil {
 		return batch, err
 	}
+	ctx, unwatch, release := w.attempt(batch)
+	defer release()
 	if w.sess != s || w.ch == nil || w.ch.IsClosed() {
-		if w.ch != nil {
-			go w.ch.Close()
-			w.ch = nil
-		}
-		ch, err := s.conn.Channel()
+		w.dropChannel()
+		ch, err := b.openChannel(ctx, s, true)
 		if err != nil {
-			return batch, b.scrub(err)
-		}
-		if err := ch.Confirm(false); err != nil {
-			go ch.Close()
 			return batch, b.scrub(err)
 		}
 		w.sess, w.ch = s, ch
@@ -264,46 +319,60 @@ func (w *historyWriter) publish(batch []*histItem) ([]*histItem, error) {
 		}
 		dcs = append(dcs, dc)
 	}
-	t := b.clock.NewTimer(historyConfirmTimeout)
-	defer t.Stop()
-	for _, dc := range dcs {
+	// A return comes before the confirm of its message: drained after
+	// each confirm, it is seen before that item is signalled.
+	returned := map[string]bool{}
+	drain := func() {
+		for {
+			select {
+			case r, ok := <-w.returns:
+				if !ok { // closed with the channel
+					return
+				}
+				returned[r.MessageId] = true
+			default:
+				return
+			}
+		}
+	}
+	confirmed := make([]bool, len(batch))
+	for i, dc := range dcs {
 		select {
 		case <-dc.Done():
+			drain()
+			if dc.Acked() && !returned[batch[i].id] {
+				confirmed[i] = true
+				unwatch(i)
+				batch[i].signal(nil)
+			}
 			continue
-		case <-t.C():
-			err = fmt.Errorf("no confirm within %v", historyConfirmTimeout)
-		case <-b.ctx.Done():
-			err = ErrClosed
+		case <-ctx.Done():
+			if b.ctx.Err() != nil {
+				err = ErrClosed
+			} else {
+				err = fmt.Errorf("%d of %d records not confirmed: %w (%w)", len(batch)-i, len(batch), errNoAnswer, context.Cause(ctx))
+			}
 		}
-		// Closing the channel completes its pending confirms as nacks.
-		ch := w.ch
-		w.ch = nil
-		go ch.Close()
+		// Drop the channel: its confirms are lost or late. The records
+		// not confirmed are published again on a new one.
+		w.dropChannel()
 		break
 	}
-	returned := map[string]bool{}
-	for drained := false; !drained; {
-		select {
-		case r := <-w.returns:
-			returned[r.MessageId] = true
-		default:
-			drained = true
-		}
-	}
+	drain()
 	var failed []*histItem
 	for i, it := range batch {
-		if i < len(dcs) && dcs[i].Acked() && !returned[it.id] {
-			it.signal(nil)
-			continue
+		if !confirmed[i] {
+			failed = append(failed, it)
 		}
-		failed = append(failed, it)
 	}
 	if len(returned) > 0 {
 		// The stream is gone (deleted by hand): declare it again.
 		err = fmt.Errorf("history stream %q does not exist (basic.return)", b.history)
-		if derr := b.declareHistory(s.conn); derr != nil {
+		dctx, cancel := b.withTimeout(b.ctx, historyConfirmTimeout)
+		if derr := b.declareHistory(dctx, s); derr != nil {
 			err = derr
 		}
+		cancel()
 	}
 	if len(failed) > 0 && err == nil {
 		err = errors.New("the broker refused the records (nack)")
@@ -388,19 +457,30 @@ func (b *Backend) readHistory(ctx context.Context, job string) ([]claim.Run, err
 	if err != nil {
 		return nil, err
 	}
-	ch, err := s.conn.Channel()
+	ch, err := b.openChannel(ctx, s, false)
 	if err != nil {
 		return nil, fmt.Errorf("open a channel: %w", b.scrub(err))
 	}
-	defer func() { go ch.Close() }()
-	if err := ch.Qos(historyPrefetch, 0, false); err != nil {
-		return nil, fmt.Errorf("set prefetch: %w", b.scrub(err))
-	}
+	closeCh := true
+	defer func() {
+		if closeCh {
+			b.closeChannel(s, ch, "close the history reader's channel")
+		}
+	}()
 	from := b.clock.Now().Add(-b.o.HistoryMaxAge)
-	deliveries, err := ch.Consume(b.history, "", false, false, false, false,
-		amqp.Table{"x-stream-offset": from})
+	deliveries, err := call(ctx, b, s, ch, fmt.Sprintf("consume %q", b.history), func() (<-chan amqp.Delivery, error) {
+		if err := ch.Qos(historyPrefetch, 0, false); err != nil {
+			return nil, fmt.Errorf("set prefetch: %w", b.scrub(err))
+		}
+		d, err := ch.Consume(b.history, "", false, false, false, false, amqp.Table{"x-stream-offset": from})
+		if err != nil {
+			return nil, fmt.Errorf("consume %q: %w", b.history, b.scrub(err))
+		}
+		return d, nil
+	}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("consume %q: %w", b.history, b.scrub(err))
+		closeCh = !errors.Is(err, errNoAnswer) // else call abandoned it
+		return nil, err
 	}
 	type runKey struct {
 		job  string
@@ -441,6 +521,10 @@ func (b *Backend) readHistory(ctx context.Context, job string) ([]claim.Run, err
 		if rec.Job == "" || (job != "" && rec.Job != job) {
 			continue
 		}
+		// One run per (job, slot): a record written twice (the writer
+		// publishes again what it got no confirm for; a Finish re-sent)
+		// replaces its first copy, and a claimed record never replaces a
+		// finished one, whatever their order.
 		k := runKey{rec.Job, rec.Slot}
 		switch rec.Type {
 		case recordClaimed:

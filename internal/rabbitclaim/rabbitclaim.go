@@ -146,25 +146,27 @@ func (o Options) withDefaults() (Options, error) {
 // Backend is the RabbitMQ claim-only backend: a claim.Backend, not a
 // claim.Leaser. It is safe for concurrent use.
 type Backend struct {
-	o        Options
-	log      *zap.Logger
-	clock    clock.Clock
-	url      string      // with the password: only ever passed to the dialer
-	where    string      // "rabbitmq <url with the password hidden>"
-	secrets  []string    // to scrub from the client's errors
-	tls      *tls.Config // nil: as the URL says
-	dialer   func(network, addr string) (netConn, error)
-	gateArgs amqp.Table
-	histArgs amqp.Table
-	history  string // the history stream's name
+	o           Options
+	log         *zap.Logger
+	clock       clock.Clock
+	url         string      // with the password: only ever passed to the dialer
+	where       string      // "rabbitmq <url with the password hidden>"
+	secrets     []string    // to scrub from the client's errors
+	tls         *tls.Config // nil: as the URL says
+	dialer      func(network, addr string) (netConn, error)
+	dialTimeout time.Duration // the TCP connect's, the handshake's, the history declare's, each
+	gateArgs    amqp.Table
+	histArgs    amqp.Table
+	history     string // the history stream's name
 
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	sess   *session // nil while reconnecting
-	closed bool
+	mu       sync.Mutex
+	sess     *session // nil while reconnecting
+	closed   bool
+	restored chan struct{} // closed (and replaced) when watch installs a new session
 
 	slots  chan struct{} // claims in flight
 	tokens *tokenBook
@@ -260,7 +262,8 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		b.tls = o.TLS
 		b.where = "rabbitmq " + config.Redact(b.url) // amqps:// when switched
 	}
-	b.dialer = dialerFor(uri)
+	b.dialer, b.dialTimeout = dialerFor(uri)
+	b.restored = make(chan struct{})
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 
 	s, err := b.dialContext(ctx, true)
@@ -350,6 +353,7 @@ func (b *Backend) Close() error {
 			}
 		case <-t.C():
 			b.log.Debug("rabbitmq connection close: no answer from the broker", zap.Duration("waited", closeGrace))
+			b.drop(s, "") // ends the close and the connection's goroutines
 		}
 		t.Stop()
 	}
@@ -369,6 +373,14 @@ func (b *Backend) current() (*session, error) {
 		return nil, fmt.Errorf("%w: connection to %s is down, reconnecting", ErrUnavailable, b.where)
 	}
 	return b.sess, nil
+}
+
+// restoredSignal returns a channel closed when the connection is next
+// restored.
+func (b *Backend) restoredSignal() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.restored
 }
 
 // connected returns the live session, also while Close drains the history
