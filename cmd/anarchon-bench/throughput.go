@@ -106,6 +106,7 @@ func ceiling(ctx context.Context, st *store, claimers, n int, runs *[]runKey) (c
 		*runs = append(*runs, runKey{jobs[i], slot})
 	}
 	_, batched := bes[0].(claim.Batcher)
+	batched = batched && *batchFlag
 	chunk := 1
 	if batched {
 		chunk = ceilingBatch
@@ -172,7 +173,7 @@ const claimConcurrency = 16
 func claimChunk(ctx context.Context, be claim.Backend, reqs []claim.Request) ([]claim.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
-	if b, ok := be.(claim.Batcher); ok {
+	if b, ok := be.(claim.Batcher); ok && *batchFlag {
 		return b.ClaimBatch(ctx, reqs)
 	}
 	out := make([]claim.Result, len(reqs))
