@@ -360,10 +360,18 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 		log.Warn("job stopped after fencing; result not recorded", zap.Int("exit_code", code))
 		return rep
 	case stopLeaseLost:
-		rep.Fenced = true
-		rep.Err = ErrLeaseLost
-		log.Warn("job stopped after fencing myself; result not recorded", zap.Int("exit_code", code))
-		return rep
+		if killedBy(code, syscall.SIGTERM, syscall.SIGKILL) {
+			rep.Fenced = true
+			rep.Err = ErrLeaseLost
+			log.Warn("job stopped after fencing myself; result not recorded", zap.Int("exit_code", code))
+			return rep
+		}
+		// The command ended on its own, not by the stop: while this
+		// process was paused, or just as its lease check fired. Its result
+		// stands and is recorded fenced by the token: the store refuses it
+		// if a backup took the run over meanwhile.
+		log.Warn("lease check failed but the job had ended on its own; recording its result, fenced by its token", zap.Int("exit_code", code))
+		rep.Status = statusOf(code)
 	case stopShutdown:
 		// A renewal after the release would take the lease back.
 		stopHeartbeat()
@@ -371,10 +379,7 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 	case stopTimeout:
 		rep.Status = claim.StatusTimeout
 	default:
-		rep.Status = claim.StatusSucceeded
-		if code != 0 {
-			rep.Status = claim.StatusFailed
-		}
+		rep.Status = statusOf(code)
 	}
 	fields := []zap.Field{zap.String("status", string(rep.Status)), zap.Int("exit_code", code),
 		zap.Duration("duration", rep.Duration)}
@@ -481,6 +486,25 @@ func (r *Runner) hardStop(ctx context.Context, clk clock.Clock, log *zap.Logger,
 		rep.Err = errors.Join(ErrStopped, err)
 	}
 	return rep
+}
+
+// statusOf is the status of a command that exited with code.
+func statusOf(code int) claim.Status {
+	if code != 0 {
+		return claim.StatusFailed
+	}
+	return claim.StatusSucceeded
+}
+
+// killedBy reports whether an exit code is a death by one of sigs (the
+// supervisor reports a job killed by signal n as 128+n, as shells do).
+func killedBy(code int, sigs ...syscall.Signal) bool {
+	for _, sig := range sigs {
+		if code == 128+int(sig) {
+			return true
+		}
+	}
+	return false
 }
 
 // record stores fin with Finish, retrying transport errors for window or
