@@ -119,6 +119,11 @@ func (c *checker) unrecorded(k runKey, s StatusRow, a *attempt) {
 		c.excuse(KindResult, k, fmt.Sprintf("status %s although attempt %d ended with its write accepted at %s: %s", s.Status, a.num, msText(e.EndMs), why))
 		return
 	}
+	if why := c.tl.obstructedUntilDeath(a.inst, e.EndMs, recordWindowMs); why != "" {
+		c.excuse(KindResult, k, fmt.Sprintf("status %s although attempt %d ended at %s: its runner could not reach the store (%s) and died before its retries got through",
+			s.Status, a.num, msText(e.EndMs), why))
+		return
+	}
 	if s.Status == "interrupted" {
 		// The lease ran out while the runner could not renew it, and the
 		// store interrupted the run (its attempts ran out, or another run

@@ -470,3 +470,25 @@ func (tl *timeline) leaseLostIn(i int, a, b, leaseMs int64) string {
 	}
 	return ""
 }
+
+// obstructedUntilDeath returns why instance i could not record a result
+// between at and its death: it was killed within windowMs after at, and
+// cut off, blackholed or paused (or the store was down) in between. ""
+// otherwise.
+func (tl *timeline) obstructedUntilDeath(i int, at, windowMs int64) string {
+	f, ok := tl.deathIn(i, at, at+windowMs)
+	if !ok || i < 0 || i >= tl.n {
+		return ""
+	}
+	for _, list := range [][]span{tl.paused[i], tl.cut[i]} {
+		for _, s := range list {
+			if s.meets(at, f.AtMs) {
+				return fmt.Sprintf("%s %s %s, then %s", instName(i), s.Kind, tl.spanText(s), faultText(f))
+			}
+		}
+	}
+	if why := tl.storeDownIn(at, f.AtMs); why != "" {
+		return why + ", then " + faultText(f)
+	}
+	return ""
+}
