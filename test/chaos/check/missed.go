@@ -250,7 +250,9 @@ func (c *checker) lostToTheDead(k runKey) string {
 	var dead, answered []string
 	for i := range c.r.Info.Instances {
 		ans := c.answers(k, i)
-		at, why, hindered := c.tl.hindranceIn(i, k.slot-deathSlackMs, first.TsMs+winnerDiedMs)
+		// An instance whose clock runs ahead claims before the slot by its
+		// skew: look back by the largest skew it ever had.
+		at, why, hindered := c.tl.hindranceIn(i, k.slot-deathSlackMs-c.tl.maxSkew(i), first.TsMs+winnerDiedMs)
 		if hindered {
 			before := false // an answer before the hindrance: i lost
 			for _, e := range ans {

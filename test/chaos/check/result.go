@@ -258,6 +258,12 @@ func (c *checker) unlisted() {
 			c.excuse(KindResult, k, "not in status although attempt "+strconv.Itoa(last.num)+" ended: "+why)
 			continue
 		}
+		if why := c.tl.obstructedUntilDeath(last.inst, e.EndMs, recordWindowMs); why != "" && !c.r.Info.Lease {
+			// A claim-only store may keep a run without a result only
+			// for its window (the script strategy's stream).
+			c.excuse(KindResult, k, fmt.Sprintf("not in status although attempt %d ended: its runner could not reach the store (%s) and died before recording, and the store keeps claims without results only for its window", last.num, why))
+			continue
+		}
 		ev := []string{fmt.Sprintf("not in status.jsonl (which lists slots after %d) although attempt %d ended with its write accepted", oldest, last.num), e.Where()}
 		c.violateAs(KindResult, c.unrecordedCause(last), k, append(ev, c.recordContext(last, e.EndMs)...)...)
 	}

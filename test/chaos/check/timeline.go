@@ -492,3 +492,15 @@ func (tl *timeline) obstructedUntilDeath(i int, at, windowMs int64) string {
 	}
 	return ""
 }
+
+// maxSkew is the largest clock offset (ahead or behind, in ms) instance i
+// ever had in the run.
+func (tl *timeline) maxSkew(i int) int64 {
+	var m int64
+	for _, f := range tl.faults {
+		if f.Kind == FaultSkew && f.Instance == i {
+			m = max(m, abs(f.SkewMs))
+		}
+	}
+	return m
+}
