@@ -471,10 +471,15 @@ func (tl *timeline) leaseLostIn(i int, a, b, leaseMs int64) string {
 	return ""
 }
 
+// reconnectMs is how long a store client may take to reconnect after a
+// cut or blackhole healed (RabbitMQ's bounded calls give up after 2 s,
+// then it dials again).
+const reconnectMs = 5000
+
 // obstructedUntilDeath returns why instance i could not record a result
 // between at and its death: it was killed within windowMs after at, and
-// cut off, blackholed or paused (or the store was down) in between. ""
-// otherwise.
+// cut off, blackholed or paused (or the store was down) in between, or
+// shortly before (reconnectMs). "" otherwise.
 func (tl *timeline) obstructedUntilDeath(i int, at, windowMs int64) string {
 	f, ok := tl.deathIn(i, at, at+windowMs)
 	if !ok || i < 0 || i >= tl.n {
@@ -482,7 +487,7 @@ func (tl *timeline) obstructedUntilDeath(i int, at, windowMs int64) string {
 	}
 	for _, list := range [][]span{tl.paused[i], tl.cut[i]} {
 		for _, s := range list {
-			if s.meets(at, f.AtMs) {
+			if s.meets(at-reconnectMs, f.AtMs) {
 				return fmt.Sprintf("%s %s %s, then %s", instName(i), s.Kind, tl.spanText(s), faultText(f))
 			}
 		}
