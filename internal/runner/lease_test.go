@@ -301,3 +301,29 @@ func TestLateClaimAnswerRenewsFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestLapsedLeaseNotRevived: a claim answered after its whole lease had run
+// out (a re-sent claim answered with its first copy's lease) does not start
+// the command and does not renew: the store may already have let a backup
+// or the job's next slot in.
+func TestLapsedLeaseNotRevived(t *testing.T) {
+	t.Parallel()
+	ls := &leaseStore{}
+	clk := clock.NewFake(t0)
+	r, _ := newRunner(t, ls, clk)
+	dir := t.TempDir()
+	job := shellJob("lapsed", "echo ran > out")
+	job.Workdir = dir
+	e := execution(job)
+	e.ClaimedAt = t0.Add(-31 * time.Second) // lease 30 s: over
+	rep := await(t, startRun(r, context.Background(), e), 10*time.Second)
+	if renews, _, _ := ls.counts(); renews != 0 {
+		t.Fatalf("%d renewals of a lapsed lease, want none", renews)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
+		t.Fatal("the command started on a lapsed lease")
+	}
+	if !rep.Fenced || !errors.Is(rep.Err, ErrLeaseLost) {
+		t.Fatalf("report %+v, want fenced with ErrLeaseLost", rep)
+	}
+}

@@ -211,6 +211,16 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 		log.Warn("job not started: the daemon is stopping")
 		return r.hardStop(ctx, clk, log, e, leaser, start, Report{ExitCode: notStartedCode}, "")
 	}
+	if leaser != nil && job.Lease > 0 && start.Sub(anchor) >= job.Lease {
+		// The lease had run out before the command could start (a re-sent
+		// claim answered with its first copy's lease): the store already
+		// treats the run as abandoned (a backup may have taken it over, or
+		// the overlap check let the job's next slot start). Renewing would
+		// revive it beside them: leave it to the backups.
+		log.Warn("job not started: its lease had run out when the claim's answer arrived",
+			zap.Duration("since_lease_start", start.Sub(anchor)), zap.Duration("lease", job.Lease))
+		return Report{Fenced: true, Err: ErrLeaseLost}
+	}
 	if leaser != nil && job.Lease > 0 && start.Sub(anchor) > job.Lease/2 {
 		// The claim's answer came late (a slow or lossy store): all the
 		// runner can prove is a lease counted from the claim's send, and
