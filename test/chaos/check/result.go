@@ -128,7 +128,11 @@ func (c *checker) unrecorded(k runKey, s StatusRow, a *attempt) {
 		// The lease ran out while the runner could not renew it, and the
 		// store interrupted the run (its attempts ran out, or another run
 		// of the job was live): the attempt's result is refused by design.
-		if why := c.tl.leaseLostIn(a.inst, a.startMs(), e.EndMs, j.LeaseMs); why != "" {
+		// A runner loses its lease to a fault longer than lease minus a
+		// heartbeat: the renewal in flight when it begins waits a
+		// heartbeat for its answer, and the next one after it ends takes
+		// another to arrive.
+		if why := c.tl.leaseLostIn(a.inst, a.startMs(), e.EndMs, j.LeaseMs-j.HeartbeatMs); why != "" {
 			c.excuse(KindResult, k, fmt.Sprintf("status interrupted although attempt %d ended at %s: its lease ran out while %s, and the store refused the late result",
 				a.num, msText(e.EndMs), why))
 			return
