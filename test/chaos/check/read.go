@@ -262,7 +262,8 @@ const (
 	msgAbandonPrefix  = "claim abandoned" // fields job, slot, token
 	msgNotStarted     = "job not started" // prefix; fields job, slot, attempt, token
 	msgCouldNotStart  = "job could not be started"
-	msgNotRecordedPfx = "result not recorded" // prefix; fields job, slot, attempt, token
+	msgNotRecordedPfx = "result not recorded"                     // prefix; fields job, slot, attempt, token
+	msgRenewFailedPfx = "store unreachable: lease renewal failed" // prefix; fields job, slot, attempt, token
 	// The runner logs these once the job's process has exited.
 	msgStoppedPrefix  = "job stopped after fencing" // prefix
 	msgReleasedPrefix = "lease released"            // prefix
@@ -279,7 +280,8 @@ func keepEvent(msg string) bool {
 		strings.HasPrefix(msg, msgNotReleasedPfx) ||
 		strings.HasPrefix(msg, msgAbandonPrefix) ||
 		strings.HasPrefix(msg, msgNotStarted) ||
-		strings.HasPrefix(msg, msgNotRecordedPfx)
+		strings.HasPrefix(msg, msgNotRecordedPfx) ||
+		strings.HasPrefix(msg, msgRenewFailedPfx)
 }
 
 // logLine is the subset of a zap JSON line the checks read. Times are

@@ -132,7 +132,18 @@ func (c *checker) unrecorded(k runKey, s StatusRow, a *attempt) {
 		// heartbeat: the renewal in flight when it begins waits a
 		// heartbeat for its answer, and the next one after it ends takes
 		// another to arrive.
-		if why := c.tl.leaseLostIn(a.inst, a.startMs(), e.EndMs, j.LeaseMs-j.HeartbeatMs); why != "" {
+		why := c.tl.leaseLostIn(a.inst, a.startMs(), e.EndMs, j.LeaseMs-j.HeartbeatMs)
+		if why == "" {
+			// The runner's own word: its renewals went unanswered (a
+			// slow or lossy link: latency, load).
+			for _, ev := range c.byRun[a.key] {
+				if ev.Inst == a.inst && strings.HasPrefix(ev.Msg, msgRenewFailedPfx) && sameToken(ev.Token, a.token) {
+					why = "its renewals went unanswered (" + ev.Where() + ")"
+					break
+				}
+			}
+		}
+		if why != "" {
 			c.excuse(KindResult, k, fmt.Sprintf("status interrupted although attempt %d ended at %s: its lease ran out while %s, and the store refused the late result",
 				a.num, msText(e.EndMs), why))
 			return
