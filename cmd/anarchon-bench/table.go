@@ -164,7 +164,7 @@ func (r result) rateRow() string {
 	if c := r.ceiling; c != nil {
 		how := fmt.Sprintf("%d claimers × %d runs, %d in flight each, one by one", c.Claimers, c.Runs, claimConcurrency)
 		if c.Batched {
-			how = fmt.Sprintf("%d claimers × %d runs, batches of %d, %d in flight each", c.Claimers, c.Runs, c.Batch, claimConcurrency)
+			how = fmt.Sprintf("%d claimers × %d runs, batches of %d, %d in flight each", c.Claimers, c.Runs, c.Batch, batchesInFlight)
 		}
 		cells = append(cells, fmt.Sprintf("%.0f", c.PerSecond()),
 			fmt.Sprintf("%.0f", float64(c.Runs)/c.Elapsed.Seconds()), how)

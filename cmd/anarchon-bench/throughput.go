@@ -107,9 +107,11 @@ func ceiling(ctx context.Context, st *store, claimers, n int, runs *[]runKey) (c
 	}
 	_, batched := bes[0].(claim.Batcher)
 	batched = batched && *batchFlag
-	chunk := 1
+	// The scheduler's concurrency: claims one by one with 16 in flight, or
+	// batches with 4 in flight (its coalescer's bound).
+	chunk, inFlight := 1, claimConcurrency
 	if batched {
-		chunk = ceilingBatch
+		chunk, inFlight = ceilingBatch, batchesInFlight
 	}
 	won := make([]atomic.Int32, n)
 	errs := make([]error, claimers)
@@ -119,7 +121,7 @@ func ceiling(ctx context.Context, st *store, claimers, n int, runs *[]runKey) (c
 		tok, inst := claim.NewToken(), fmt.Sprintf("ceil-%d", g)
 		var next atomic.Int64 // the next chunk's first run
 		var mu sync.Mutex
-		for range claimConcurrency {
+		for range inFlight {
 			wg.Go(func() {
 				<-start
 				for {
@@ -136,7 +138,9 @@ func ceiling(ctx context.Context, st *store, claimers, n int, runs *[]runKey) (c
 					res, err := claimChunk(ctx, be, reqs)
 					if err != nil {
 						mu.Lock()
-						errs[g] = errors.Join(errs[g], err)
+						if errs[g] == nil {
+							errs[g] = err
+						}
 						mu.Unlock()
 						return
 					}
@@ -166,8 +170,12 @@ func ceiling(ctx context.Context, st *store, claimers, n int, runs *[]runKey) (c
 		Batched: batched, Batch: chunk}, violations, nil
 }
 
-// claimConcurrency is the scheduler's default bound on claims in flight.
-const claimConcurrency = 16
+// claimConcurrency is the scheduler's default bound on claims in flight,
+// and batchesInFlight its coalescer's bound on batches in flight.
+const (
+	claimConcurrency = 16
+	batchesInFlight  = 4
+)
 
 // claimChunk claims reqs: one batch on a claim.Batcher, else one by one.
 func claimChunk(ctx context.Context, be claim.Backend, reqs []claim.Request) ([]claim.Result, error) {
