@@ -340,6 +340,14 @@ func readPasswordFile(path string) (string, error) {
 // migrate brings the table's schema to the latest version in one
 // transaction, under an advisory lock derived from the table's name.
 func (b *Backend) migrate(ctx context.Context) error {
+	// Most starts find the schema current: look first without the lock, so
+	// that one instance stuck inside its migration transaction (paused, or
+	// its replies lost on the network while the server holds its session)
+	// does not hold every other instance's start. Any doubt (no table yet,
+	// an error) takes the locked path, which also reports the error.
+	if b.schemaCurrent(ctx) {
+		return nil
+	}
 	var have int
 	err := pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, lockMigrationSQL, b.names.lockKey("migrate")); err != nil {
@@ -388,6 +396,20 @@ func (b *Backend) migrate(ctx context.Context) error {
 			zap.Int("from", have), zap.Int("to", len(migrations)))
 	}
 	return nil
+}
+
+// schemaCurrent reports whether the table's schema is at the latest
+// version, read without the migration lock.
+func (b *Backend) schemaCurrent(ctx context.Context) bool {
+	var ok bool
+	if err := b.pool.QueryRow(ctx, regclassSQL, b.names.expand("{{schema}}")).Scan(&ok); err != nil || !ok {
+		return false
+	}
+	var have int
+	if err := b.pool.QueryRow(ctx, b.sql.currentVersion).Scan(&have); err != nil {
+		return false
+	}
+	return have == len(migrations)
 }
 
 // Table returns the runs table, schema-qualified ("public.anarchon_runs").

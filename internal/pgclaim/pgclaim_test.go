@@ -778,3 +778,32 @@ func TestFunctionMatchesDecide(t *testing.T) {
 	}
 	t.Logf("%d combinations agree", n)
 }
+
+// TestStartDoesNotWaitForAStuckMigration: an instance that holds the
+// migration lock (stuck inside its migration transaction: paused, or its
+// replies lost) does not hold the start of instances that find the schema
+// current.
+func TestStartDoesNotWaitForAStuckMigration(t *testing.T) {
+	schema := newSchema(t)
+	b := open(t, schema+".runs")
+	conn, err := pgx.Connect(t.Context(), testDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), lockMigrationSQL, b.names.lockKey("migrate")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	other, err := New(ctx, Options{DSN: testDSN(), Table: schema + ".runs"})
+	if err != nil {
+		t.Fatalf("start while another session holds the migration lock: %v", err)
+	}
+	other.Close()
+}
