@@ -44,6 +44,39 @@ func (r realTimer) C() <-chan time.Time        { return r.t.C }
 func (r realTimer) Stop() bool                 { return r.t.Stop() }
 func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
 
+// atClock is a clock whose timers can be armed at an instant rather than
+// after a duration (Fake).
+type atClock interface {
+	NewTimerAt(t time.Time) Timer
+}
+
+// NewTimerAt returns a timer of c that fires when c reads t or later. For a
+// clock that moves on its own this is NewTimer(t - Now()); a Fake arms the
+// instant itself, so that a step of the fake time taken between the caller's
+// reading of Now and the arming of the timer cannot push the deadline back.
+func NewTimerAt(c Clock, t time.Time) Timer {
+	if a, ok := c.(atClock); ok {
+		return a.NewTimerAt(t)
+	}
+	return c.NewTimer(t.Sub(c.Now()))
+}
+
+// SleepUntil waits until c reads t, or until ctx is done (then it returns
+// ctx.Err()).
+func SleepUntil(ctx context.Context, c Clock, t time.Time) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	tm := NewTimerAt(c, t)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C():
+		return nil
+	}
+}
+
 // Sleep waits for d on c, or until ctx is done (then it returns ctx.Err()).
 func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	if d <= 0 {

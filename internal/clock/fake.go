@@ -39,6 +39,16 @@ func (f *Fake) NewTimer(d time.Duration) Timer {
 	return t
 }
 
+// NewTimerAt returns a timer firing when the fake time reaches t; if it
+// already has, the timer has fired.
+func (f *Fake) NewTimerAt(t time.Time) Timer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tm := &fakeTimer{f: f, c: make(chan time.Time, 1)}
+	tm.armAt(t)
+	return tm
+}
+
 // Advance moves the clock forward by d, firing due timers in deadline order.
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
@@ -94,6 +104,28 @@ func (f *Fake) WaitTimers(ctx context.Context, n int) error {
 	}
 }
 
+// WaitTimerAt blocks until a timer armed to fire at when exists or ctx is
+// done: a test that knows the deadline of the timer it awaits (a grace
+// period from now, say) tells it from others armed meanwhile.
+func (f *Fake) WaitTimerAt(ctx context.Context, when time.Time) error {
+	for {
+		f.mu.Lock()
+		found, ch := false, f.changed
+		for _, t := range f.timers {
+			found = found || t.when.Equal(when)
+		}
+		f.mu.Unlock()
+		if found {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
 // notify wakes WaitTimers; f.mu must be held.
 func (f *Fake) notify() {
 	close(f.changed)
@@ -109,9 +141,12 @@ type fakeTimer struct {
 func (t *fakeTimer) C() <-chan time.Time { return t.c }
 
 // arm schedules the timer; t.f.mu must be held.
-func (t *fakeTimer) arm(d time.Duration) {
-	t.when = t.f.now.Add(d)
-	if d <= 0 {
+func (t *fakeTimer) arm(d time.Duration) { t.armAt(t.f.now.Add(d)) }
+
+// armAt schedules the timer at when; t.f.mu must be held.
+func (t *fakeTimer) armAt(when time.Time) {
+	t.when = when
+	if !when.After(t.f.now) {
 		select {
 		case t.c <- t.f.now:
 		default:

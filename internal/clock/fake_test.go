@@ -93,3 +93,59 @@ func TestOffset(t *testing.T) {
 		t.Fatal("an offset clock's timer runs at the base clock's pace")
 	}
 }
+
+// A timer armed at an instant keeps that instant when the fake time moves
+// between the caller's reading of Now and the arming; a duration computed
+// from the stale reading would fire late.
+func TestNewTimerAtKeepsItsInstant(t *testing.T) {
+	f := NewFake(epoch)
+	deadline := f.Now().Add(time.Second)
+	f.Advance(400 * time.Millisecond) // the step lands before the arming
+	at := NewTimerAt(f, deadline)
+	rel := f.NewTimer(deadline.Sub(epoch)) // the stale duration
+	f.Set(deadline)
+	if !fired(at) {
+		t.Fatal("the timer armed at the instant did not fire at it")
+	}
+	if fired(rel) {
+		t.Fatal("the stale relative timer fired at the instant: the test shows nothing")
+	}
+	past := NewTimerAt(f, epoch)
+	if !fired(past) {
+		t.Fatal("a timer armed at a past instant has not fired")
+	}
+	if f.Timers() != 1 {
+		t.Fatalf("%d timers armed, want only the stale one", f.Timers())
+	}
+}
+
+func TestNewTimerAtOnARealClock(t *testing.T) {
+	tm := NewTimerAt(Real{}, time.Now().Add(-time.Second))
+	select {
+	case <-tm.C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a real timer armed at a past instant did not fire")
+	}
+}
+
+func TestWaitTimerAt(t *testing.T) {
+	f := NewFake(epoch)
+	when := epoch.Add(5 * time.Second)
+	f.NewTimer(time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := f.WaitTimerAt(ctx, when); err == nil {
+		t.Fatal("WaitTimerAt returned with no timer at the instant")
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.WaitTimerAt(context.Background(), when) }()
+	f.NewTimer(5 * time.Second)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitTimerAt did not see the timer armed at the instant")
+	}
+}

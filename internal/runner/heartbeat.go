@@ -76,8 +76,8 @@ const maxInFlight = 2
 func (h *heartbeat) run(ctx context.Context, anchor time.Time) {
 	renewed := anchor
 	leaseEnd := anchor.Add(h.lease)
-	guard := h.clk.NewTimer(leaseEnd.Add(-h.margin).Sub(h.clk.Now()))
-	defer guard.Stop()
+	guard := clock.NewTimerAt(h.clk, leaseEnd.Add(-h.margin))
+	defer func() { guard.Stop() }()
 	beat := h.clk.NewTimer(h.interval)
 	defer beat.Stop()
 	type call struct {
@@ -184,7 +184,8 @@ func (h *heartbeat) run(ctx context.Context, anchor time.Time) {
 			}
 			renewed, leaseEnd = rr.start, end
 			now := h.clk.Now()
-			guard.Reset(leaseEnd.Add(-h.margin).Sub(now))
+			guard.Stop()
+			guard = clock.NewTimerAt(h.clk, leaseEnd.Add(-h.margin))
 			if len(inFlight) == 0 {
 				beat.Reset(h.interval)
 			}

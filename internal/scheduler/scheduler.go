@@ -182,8 +182,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 	}
 	cursor := start // every slot at or before cursor has been dispatched
-	timer := s.o.Clock.NewTimer(s.o.MaxWait)
-	defer timer.Stop()
 	for ctx.Err() == nil {
 		now := s.o.Clock.Now()
 		if h.Len() > 0 && !(*h)[0].next.After(now) {
@@ -191,17 +189,20 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			cursor = now
 			continue
 		}
-		wait := s.o.MaxWait
-		if h.Len() > 0 {
-			wait = min(wait, (*h)[0].next.Sub(now))
+		wake := now.Add(s.o.MaxWait)
+		if h.Len() > 0 && (*h)[0].next.Before(wake) {
+			wake = (*h)[0].next
 		}
-		timer.Reset(wait)
+		// Armed at the instant, not after a duration from now: time that
+		// passes before the timer is armed is not added to the wait.
+		timer := clock.NewTimerAt(s.o.Clock, wake)
 		select {
 		case <-ctx.Done():
 		case <-timer.C():
 		case fresh := <-s.reload:
 			h = s.replace(h, fresh, cursor)
 		}
+		timer.Stop()
 	}
 
 	s.o.Log.Info("stopping: no new claims; waiting for running jobs", zap.Duration("grace", s.o.ShutdownGrace))
@@ -347,7 +348,7 @@ func (s *Scheduler) holdBack(ctx context.Context, job config.Job, slot time.Time
 	}
 	d := SpreadDelay(s.o.Instance, job.Name, slot.UnixMilli(), job.ClaimSpread)
 	d = weightedDelay(d, s.running.Load(), job.ClaimSpread, job.MaxLate)
-	return clock.Sleep(ctx, s.o.Clock, slot.Add(d).Sub(s.o.Clock.Now()))
+	return clock.SleepUntil(ctx, s.o.Clock, slot.Add(d))
 }
 
 // maxMissedWalk bounds the slots counted one by one after a long pause or a

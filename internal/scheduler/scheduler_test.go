@@ -55,9 +55,11 @@ func newFakeExec(instance string, got chan execution, b claim.Backend) *fakeExec
 	return &fakeExec{instance: instance, got: got, release: make(chan struct{}), b: b}
 }
 
+// Without hold the run is finished in the store before the execution is
+// reported, so a test that has seen it may move the clock past its lease.
 func (f *fakeExec) Run(ctx context.Context, e runner.Execution) runner.Report {
-	f.got <- execution{f.instance, e}
 	if f.hold {
+		f.got <- execution{f.instance, e}
 		select {
 		case <-f.release:
 		case <-ctx.Done():
@@ -66,6 +68,9 @@ func (f *fakeExec) Run(ctx context.Context, e runner.Execution) runner.Report {
 		}
 	}
 	err := f.b.Finish(context.Background(), e.Fence, claim.Finish{Status: claim.StatusSucceeded})
+	if !f.hold {
+		f.got <- execution{f.instance, e}
+	}
 	return runner.Report{Status: claim.StatusSucceeded, Recorded: err == nil, Err: err}
 }
 
@@ -367,7 +372,11 @@ func TestGracefulStopWaitsThenReleases(t *testing.T) {
 	s := h.start("a", h.store, true, j)
 	e := h.next() // the start's slot; its execution hangs
 	s.cancel()
-	h.awaitTimers(2) // the scheduler's timer, not yet stopped, and the grace timer
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := h.clk.WaitTimerAt(ctx, h.clk.Now().Add(5*time.Second)); err != nil {
+		t.Fatalf("the grace timer was not armed: %v", err)
+	}
 	select {
 	case <-s.done:
 		t.Fatal("Run returned while a job was running within the grace")
