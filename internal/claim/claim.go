@@ -146,6 +146,9 @@ type Run struct {
 	OutputTail string
 }
 
+// SlotTime returns the slot as a time.Time in UTC.
+func (r Run) SlotTime() time.Time { return time.UnixMilli(r.Slot).UTC() }
+
 // Duration is FinishedAt - StartedAt, or 0 while running.
 func (r Run) Duration() time.Duration {
 	if r.FinishedAt.IsZero() || r.StartedAt.IsZero() {

@@ -181,6 +181,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			heap.Push(h, e)
 		}
 	}
+	if s.leaser != nil {
+		jobs := make([]config.Job, len(s.jobs))
+		for i, e := range s.jobs {
+			jobs[i] = e.job
+		}
+		wg.Go(func() { s.adopt(ctx, runCtx, &wg, start, jobs) })
+	}
 	cursor := start // every slot at or before cursor has been dispatched
 	for ctx.Err() == nil {
 		now := s.o.Clock.Now()
@@ -387,7 +394,7 @@ func (s *Scheduler) follow(ctx, runCtx context.Context, job config.Job, slot tim
 			if s.leaser == nil {
 				return
 			}
-			c, ok = s.watch(ctx, job, slot, false)
+			c, ok = s.watch(ctx, job, slot, watchBackup)
 		case claim.Overlap:
 			// Skipped here because another run of the job was live; but
 			// another instance may still win the slot within maxLate
@@ -396,7 +403,7 @@ func (s *Scheduler) follow(ctx, runCtx context.Context, job config.Job, slot tim
 			if s.leaser == nil {
 				return
 			}
-			c, ok = s.watch(ctx, job, slot, true)
+			c, ok = s.watch(ctx, job, slot, watchPending)
 		default:
 			return
 		}
@@ -499,22 +506,41 @@ func (s *Scheduler) claimOnce(ctx context.Context, req claim.Request, timeout ti
 	return res, s.o.Clock.Now().Sub(t0), err
 }
 
+// watchKind says why an instance watches a run.
+type watchKind int
+
+const (
+	// watchBackup: this instance's claim was answered "running".
+	watchBackup watchKind = iota
+	// watchPending: the slot was skipped here for overlap; the run may not
+	// exist yet (another instance may still win the slot).
+	watchPending
+	// watchAdopted: the run was found running at this instance's start,
+	// older than the start's catch-up; no instance may be watching it.
+	watchAdopted
+)
+
 // watch is a backup's loop over a run another instance holds: every
 // heartbeat it reads the run (no lock), and claims it again with a fresh
 // token once the lease has expired. It returns the answer of such a claim,
-// or ok=false when the run is finished or ctx is done. With pending (the
-// slot was skipped here for overlap) the run may not exist yet: the watch
-// goes on while another instance could still win the slot, until store
-// now is past slot + maxLate.
-func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time, pending bool) (answered, bool) {
-	for {
-		if clock.Sleep(ctx, s.o.Clock, job.Heartbeat) != nil {
+// or ok=false when the run is finished or ctx is done. With watchPending
+// the run may not exist yet: the watch goes on while another instance
+// could still win the slot, until store now is past slot + maxLate. With
+// watchAdopted the first read is made at once, and a lease found ended
+// more than maxLate before it is not taken over: the claim is sent with no
+// attempts left, so the store marks the run interrupted (SPEC §3.1), as a
+// slot never claimed within maxLate is missed rather than run late.
+func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time, kind watchKind) (answered, bool) {
+	// adopting: no read of the run has succeeded yet on an adopted watch.
+	adopting := kind == watchAdopted
+	for first := true; ; first = false {
+		if !(first && adopting) && clock.Sleep(ctx, s.o.Clock, job.Heartbeat) != nil {
 			return answered{}, false
 		}
 		run, now, err := s.leaser.Read(ctx, job.Name, slot.UnixMilli())
 		switch {
 		case errors.Is(err, claim.ErrNotFound):
-			if pending && !now.IsZero() && now.Sub(slot) <= job.MaxLate {
+			if kind == watchPending && !now.IsZero() && now.Sub(slot) <= job.MaxLate {
 				s.health.ok("read")
 				continue
 			}
@@ -527,15 +553,68 @@ func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time, p
 			continue
 		}
 		s.health.ok("read")
+		adopted := adopting
+		adopting = false
 		if run.Status.Final() {
 			return answered{}, false
 		}
 		if !run.LeaseUntil.Before(now) {
 			continue
 		}
-		c, ok := s.claimRetrying(ctx, job, slot, claim.NewToken(), false)
+		j := job
+		if adopted && now.Sub(run.LeaseUntil) > job.MaxLate {
+			s.o.Log.Warn("abandoned run: its lease ended more than maxLate ago with no instance to take it over; marking it interrupted, not running it again",
+				zap.String("job", job.Name), zap.Time("slot", slot), zap.Int("attempt", run.Attempt),
+				zap.String("instance", run.Instance), zap.Time("lease_until", run.LeaseUntil),
+				zap.Duration("maxLate", job.MaxLate))
+			j.MaxAttempts = run.Attempt
+		}
+		c, ok := s.claimRetrying(ctx, j, slot, claim.NewToken(), false)
 		if ok && c.res.Outcome != claim.Running {
 			return c, true
+		}
+	}
+}
+
+// adoptScan is how many of a job's newest runs a start looks through for
+// runs to adopt.
+const adoptScan = 20
+
+// adopt takes up, at the instance's start, the watch over the jobs' runs
+// that the store holds as running and whose slot is older than the start's
+// catch-up (start - maxLate): their runner may have died while no instance
+// was watching (every instance down at once), and without a watcher such a
+// run would stay running for good. A run whose runner lives is only
+// watched, as any backup does. The store is read job by job, each read
+// re-sent until answered.
+func (s *Scheduler) adopt(ctx, runCtx context.Context, wg *sync.WaitGroup, start time.Time, jobs []config.Job) {
+	for _, job := range jobs {
+		var runs []claim.Run
+		for backoff := 100 * time.Millisecond; ; backoff = min(backoff*2, 2*time.Second) {
+			var err error
+			if runs, err = s.o.Backend.ListRuns(ctx, claim.ListQuery{Job: job.Name, Limit: adoptScan}); err == nil {
+				s.health.ok("list")
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			s.health.failed("list", err)
+			if clock.Sleep(ctx, s.o.Clock, backoff) != nil {
+				return
+			}
+		}
+		for _, r := range runs {
+			slot := r.SlotTime()
+			if r.Status != claim.StatusRunning || !slot.Before(start.Add(-job.MaxLate)) {
+				continue
+			}
+			s.o.Log.Info("watching a run found running at start", zap.String("job", job.Name), zap.Time("slot", slot),
+				zap.Int("attempt", r.Attempt), zap.String("instance", r.Instance))
+			wg.Go(func() {
+				c, ok := s.watch(ctx, job, slot, watchAdopted)
+				s.follow(ctx, runCtx, job, slot, c, ok)
+			})
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -490,5 +491,90 @@ func TestOverlapSkippedSlotHasBackups(t *testing.T) {
 	e := h.stepUntilExec(2, time.Second, 10)
 	if e.instance != "b" || e.e.Fence.Slot != late.Slot || e.e.Fence.Attempt != 2 {
 		t.Fatalf("takeover %s by %s, want attempt 2 of %s@%d by b", e.e.Fence, e.instance, j.Name, late.Slot)
+	}
+}
+
+// abandon claims (job, slot) for an instance that dies at once: the store
+// holds the run as running, and nobody watches it.
+func (h *harness) abandon(j config.Job, slot time.Time) claim.Request {
+	h.t.Helper()
+	req := claim.Request{Job: j.Name, Slot: slot.UnixMilli(), Token: claim.NewToken(), Instance: "dead",
+		MaxLate: time.Hour, Lease: j.Lease, MaxAttempts: j.MaxAttempts, Overlap: claim.OverlapAllow}
+	if res, err := h.store.Claim(context.Background(), req); err != nil || res.Outcome != claim.Won {
+		h.t.Fatalf("the dead instance's claim: %+v %v", res, err)
+	}
+	return req
+}
+
+// An instance that starts takes over a run left running, older than its
+// catch-up, whose runner died while no instance watched it: attempt 2
+// starts within a heartbeat of the lease's end.
+func TestStartAdoptsAnAbandonedRun(t *testing.T) {
+	h := newHarness(t)
+	j := job("nightly", "0 0 3 * * *") // its next slot is hours away
+	slot := t0.Add(-10 * time.Second)
+	h.abandon(j, slot) // lease until t0 + 3s
+	h.start("b", h.store, false, j)
+	e := h.stepUntilExec(2, time.Second, 10)
+	if e.e.Fence.Slot != slot.UnixMilli() || e.e.Fence.Attempt != 2 {
+		t.Fatalf("ran %s, want attempt 2 of the abandoned slot %d", e.e.Fence, slot.UnixMilli())
+	}
+	if late := h.clk.Now().Sub(t0.Add(j.Lease)); late > j.Heartbeat {
+		t.Fatalf("taken over %v after the lease ended, want within a heartbeat (%v)", late, j.Heartbeat)
+	}
+}
+
+// A run whose lease ended more than maxLate before the instance started is
+// not run again hours late: the store marks it interrupted.
+func TestStartMarksALongAbandonedRunInterrupted(t *testing.T) {
+	h := newHarness(t)
+	j := job("nightly", "0 0 3 * * *")
+	slot := t0.Add(-10 * time.Second)
+	h.abandon(j, slot)
+	h.clk.Advance(j.Lease + time.Hour) // every instance was down for an hour
+	h.start("b", h.store, false, j)
+	deadline := time.Now().Add(waitFor)
+	for {
+		run, _, err := h.store.Read(context.Background(), j.Name, slot.UnixMilli())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Status == claim.StatusInterrupted {
+			if run.Attempt != 1 {
+				t.Fatalf("interrupted at attempt %d, want the abandoned attempt 1", run.Attempt)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the abandoned run is still %s", run.Status)
+		}
+		runtime.Gosched()
+	}
+	h.none(1)
+}
+
+// A run found running at start whose runner lives is watched, not taken:
+// while its runner renews, nothing starts; when the runner dies, the
+// watcher takes over within the lease and a heartbeat of the last renewal.
+func TestStartWatchesALiveRunUntilItsRunnerDies(t *testing.T) {
+	h := newHarness(t)
+	j := job("nightly", "0 0 3 * * *")
+	slot := t0.Add(-10 * time.Second)
+	req := h.abandon(j, slot)
+	h.start("b", h.store, false, j)
+	for range 5 { // the runner renews for 5 s, past the first lease
+		h.awaitTimers(2) // b's scheduler and its watch of the run
+		h.clk.Advance(time.Second)
+		if _, err := h.store.Renew(context.Background(), req.Fence(1), j.Lease); err != nil {
+			t.Fatalf("a renewal of the live runner: %v", err)
+		}
+	}
+	lastRenewal := h.clk.Now()
+	e := h.stepUntilExec(2, time.Second, 10) // the runner renews no more
+	if e.e.Fence.Slot != slot.UnixMilli() || e.e.Fence.Attempt != 2 {
+		t.Fatalf("ran %s, want attempt 2 of the watched slot %d", e.e.Fence, slot.UnixMilli())
+	}
+	if at := h.clk.Now().Sub(lastRenewal); at < j.Lease || at > j.Lease+j.Heartbeat {
+		t.Fatalf("taken over %v after the last renewal, want within [lease, lease+heartbeat] = [%v, %v]", at, j.Lease, j.Lease+j.Heartbeat)
 	}
 }

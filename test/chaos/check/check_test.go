@@ -335,6 +335,28 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			name: "takeover won but not logged, excused: its winner was killed at once", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				killAt30(f)
+				f.faults = append(f.faults, Fault{AtMs: at(34.2), Kind: FaultKill, Instance: 1},
+					Fault{AtMs: at(35), Kind: FaultStart, Instance: 1})
+				f.setStatus(row(slot30, 2, 1, tok(slot30, 2, 1), "running", 0))
+			},
+			check: func(t *testing.T, r Report) {
+				if !excused(r, KindTakeover, "holds attempt 2 won by chaos-1", "killed") {
+					t.Errorf("excused %v, want the unlogged takeover excused by chaos-1's kill", r.Excused)
+				}
+			},
+		},
+		{
+			name: "takeover in the store but its winner lived: a violation", lease: true,
+			want: []string{KindResult, KindTakeover}, slot: slot30,
+			setup: func(t *testing.T, f *fx) {
+				killAt30(f)
+				f.setStatus(row(slot30, 2, 1, tok(slot30, 2, 1), "running", 0))
+			},
+		},
+		{
 			name: "no takeover, excused: the store was down", lease: true,
 			setup: func(t *testing.T, f *fx) {
 				killAt30(f)

@@ -89,6 +89,10 @@ func (c *checker) takeover(a *attempt, f FaultLine) {
 		c.excuse(KindTakeover, a.key, fmt.Sprintf("attempt %d's runner died (%s); the store marked the run interrupted: %s", a.num, faultText(f), s.Where()))
 		return
 	}
+	if why := c.unloggedTakeover(a, f, deadline); why != "" {
+		c.excuse(KindTakeover, a.key, fmt.Sprintf("attempt %d's runner died (%s); %s", a.num, faultText(f), why))
+		return
+	}
 	if why := c.noTakeoverExcuse(a, f, deadline); why != "" {
 		c.excuse(KindTakeover, a.key, fmt.Sprintf("attempt %d's runner died (%s); %s", a.num, faultText(f), why))
 		return
@@ -237,4 +241,26 @@ func (c *checker) liveSlot(a *attempt, from, to int64) *attempt {
 		}
 	}
 	return nil
+}
+
+// unloggedTakeover returns, when the store holds a later attempt of a's run
+// that no journal or claim line shows, why that is no violation: its
+// winner was killed within the bound, after its claim was won and before
+// it logged the claim or started the job. The kill bounds the claim: it was
+// won in time. "" otherwise.
+func (c *checker) unloggedTakeover(a *attempt, f FaultLine, deadline int64) string {
+	s, found := c.statusOf(a.key)
+	if !found || s.Attempt <= a.num {
+		return ""
+	}
+	i, ok := instOf(s.Instance)
+	if !ok {
+		return ""
+	}
+	d, died := c.tl.deathIn(i, f.AtMs, deadline+KillGraceMs)
+	if !died {
+		return ""
+	}
+	return fmt.Sprintf("the store holds attempt %d won by %s (%s), which was killed (%s) before it logged the claim or started the job: taken over within the bound",
+		s.Attempt, s.Instance, s.Where(), faultText(d))
 }
