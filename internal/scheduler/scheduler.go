@@ -388,8 +388,17 @@ func (s *Scheduler) follow(ctx, runCtx context.Context, job config.Job, slot tim
 	for ok {
 		switch c.res.Outcome {
 		case claim.Won:
-			s.execute(ctx, runCtx, job, c)
-			return
+			if s.execute(ctx, runCtx, job, c) || s.leaser == nil {
+				return
+			}
+			// The attempt ended with its result unrecorded: the runner
+			// fenced itself (no renewal within the lease), or a backup
+			// took the run over, or the result could not be written. The
+			// run may now be running with an expired lease and no other
+			// instance watching it (the backups may have died meanwhile):
+			// this instance watches it as a backup does, until another
+			// attempt ends it or the store marks it interrupted.
+			c, ok = s.watch(ctx, job, slot, watchBackup)
 		case claim.Running:
 			if s.leaser == nil {
 				return
@@ -578,7 +587,7 @@ func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time, k
 
 // adoptScan is how many of a job's newest runs a start looks through for
 // runs to adopt.
-const adoptScan = 20
+const adoptScan = 50
 
 // adopt takes up, at the instance's start, the watch over the jobs' runs
 // that the store holds as running and whose slot is older than the start's
@@ -620,8 +629,10 @@ func (s *Scheduler) adopt(ctx, runCtx context.Context, wg *sync.WaitGroup, start
 }
 
 // execute runs a won attempt; a win that arrives after the stop began is
-// released at once so that another instance can take it.
-func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answered) {
+// released at once so that another instance can take it. It reports
+// whether the run needs nothing more from this instance: the result was
+// recorded, or the stop began.
+func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answered) bool {
 	fence := c.req.Fence(c.res.Attempt)
 	if ctx.Err() != nil {
 		if s.leaser != nil {
@@ -629,7 +640,7 @@ func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answe
 				s.o.Log.Warn("release after stop", zap.String("run", fence.String()), zap.Error(err))
 			}
 		}
-		return
+		return true
 	}
 	s.running.Add(1)
 	defer s.running.Add(-1)
@@ -639,6 +650,7 @@ func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answe
 	if s.o.Hooks.Finished != nil {
 		s.o.Hooks.Finished(job.Name, c.req.SlotTime(), rep)
 	}
+	return rep.Recorded || ctx.Err() != nil
 }
 
 // pruneLoop deletes old finished runs every PruneEvery.

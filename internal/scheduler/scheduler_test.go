@@ -50,6 +50,9 @@ type fakeExec struct {
 	release  chan struct{}
 	b        claim.Backend
 	stopped  atomic.Int32 // executions whose context was cancelled
+	// unrecorded: each execution ends as a runner that fenced itself
+	// does, its result not recorded.
+	unrecorded bool
 }
 
 func newFakeExec(instance string, got chan execution, b claim.Backend) *fakeExec {
@@ -59,6 +62,10 @@ func newFakeExec(instance string, got chan execution, b claim.Backend) *fakeExec
 // Without hold the run is finished in the store before the execution is
 // reported, so a test that has seen it may move the clock past its lease.
 func (f *fakeExec) Run(ctx context.Context, e runner.Execution) runner.Report {
+	if f.unrecorded {
+		f.got <- execution{f.instance, e}
+		return runner.Report{Fenced: true, Err: runner.ErrLeaseLost}
+	}
 	if f.hold {
 		f.got <- execution{f.instance, e}
 		select {
@@ -81,6 +88,8 @@ type harness struct {
 	clk   *clock.Fake
 	store *memclaim.Backend
 	got   chan execution
+	// unrecorded is given to the executors of instances started from now on.
+	unrecorded bool
 }
 
 func newHarness(t *testing.T) *harness {
@@ -99,7 +108,7 @@ type started struct {
 func (h *harness) start(instance string, b claim.Backend, hold bool, jobs ...config.Job) *started {
 	h.t.Helper()
 	ex := newFakeExec(instance, h.got, h.store)
-	ex.hold = hold
+	ex.hold, ex.unrecorded = hold, h.unrecorded
 	s, err := New(Options{Backend: b, Clock: h.clk, Instance: instance, Executor: ex, ShutdownGrace: 5 * time.Second}, jobs)
 	if err != nil {
 		h.t.Fatal(err)
@@ -577,4 +586,43 @@ func TestStartWatchesALiveRunUntilItsRunnerDies(t *testing.T) {
 	if at := h.clk.Now().Sub(lastRenewal); at < j.Lease || at > j.Lease+j.Heartbeat {
 		t.Fatalf("taken over %v after the last renewal, want within [lease, lease+heartbeat] = [%v, %v]", at, j.Lease, j.Lease+j.Heartbeat)
 	}
+}
+
+// An instance whose attempt fenced itself (no renewal within the lease)
+// watches the run as a backup: with no other instance alive, it takes the
+// run over after the lease, and once attempts run out the store marks it
+// interrupted instead of leaving it running.
+func TestSelfFencedWinnerWatchesItsRun(t *testing.T) {
+	h := newHarness(t)
+	j := job("yearly", "0 0 0 1 1 *") // the slot at t0, then a year later
+	h.unrecorded = true
+	h.start("a", h.store, false, j)
+	slot := t0.Truncate(time.Second).UnixMilli()
+	for attempt := 1; attempt <= j.MaxAttempts; attempt++ {
+		var e execution
+		if attempt == 1 {
+			e = h.next()
+		} else {
+			e = h.stepUntilExec(2, time.Second, 10)
+		}
+		if e.e.Fence.Slot != slot || e.e.Fence.Attempt != attempt {
+			t.Fatalf("ran %s, want attempt %d of slot %d", e.e.Fence, attempt, slot)
+		}
+	}
+	deadline := time.Now().Add(waitFor)
+	for {
+		h.awaitTimers(1)
+		run, _, err := h.store.Read(context.Background(), j.Name, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Status == claim.StatusInterrupted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run is still %s at attempt %d", run.Status, run.Attempt)
+		}
+		h.clk.Advance(time.Second)
+	}
+	h.none(1)
 }
