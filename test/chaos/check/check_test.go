@@ -357,6 +357,24 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			name: "result refused after the runner fenced itself on a loaded host, excused", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				selfFencedAt20(t, f, true)
+			},
+			check: func(t *testing.T, r Report) {
+				if !excused(r, KindResult, "the runner fenced itself", "daemon-2.log") {
+					t.Errorf("excused %v, want the interrupted run excused by the runner's self-fence", r.Excused)
+				}
+			},
+		},
+		{
+			name: "result refused with no word of a lost lease: a violation", lease: true,
+			want: []string{KindResult}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				selfFencedAt20(t, f, false)
+			},
+		},
+		{
 			name: "no takeover, excused: the store was down", lease: true,
 			setup: func(t *testing.T, f *fx) {
 				killAt30(f)
@@ -756,6 +774,23 @@ func TestCheck(t *testing.T) {
 }
 
 // killAt30 has chaos-0 win slot 30 and die at 31 s, before its job ended.
+// selfFencedAt20 has slot 20's attempt on chaos-2 do its write at 22.01 s,
+// and the store mark the run interrupted; with logged, chaos-2's runner
+// says it fenced itself at 23.5 s, before it saw the command exit.
+func selfFencedAt20(t *testing.T, f *fx, logged bool) {
+	slot := at(20)
+	f.setStatus(row(slot, 1, 2, tok(slot, 1, 2), "interrupted", 0))
+	f.runs = slices.DeleteFunc(f.runs, func(r jrun) bool { return r.slot == slot })
+	f.runs = append(f.runs, jrun{slot, 2, 1, tok(slot, 1, 2), slot + 10, at(22.01), 0, "ok"})
+	if logged {
+		f.daemon[2] = logLines(t, at(23.5), func(log *zap.Logger) {
+			log.Error("fenced by my own clock: no renewal succeeded within the lease (store unreachable, or this process was paused); stopping the job",
+				zap.String("job", "tick"), zap.Time("slot", time.UnixMilli(slot).UTC()), zap.Int("attempt", 1),
+				zap.String("instance", instName(2)), zap.String("token", tok(slot, 1, 2)[:8]))
+		})
+	}
+}
+
 func killAt30(f *fx) {
 	slot := at(30)
 	f.drop(slot)

@@ -264,6 +264,7 @@ const (
 	msgCouldNotStart  = "job could not be started"
 	msgNotRecordedPfx = "result not recorded"                     // prefix; fields job, slot, attempt, token
 	msgRenewFailedPfx = "store unreachable: lease renewal failed" // prefix; fields job, slot, attempt, token
+	msgSelfFencedPfx  = "fenced by my own clock"                  // prefix; fields job, slot, attempt, token
 	// The runner logs these once the job's process has exited.
 	msgStoppedPrefix  = "job stopped after fencing" // prefix
 	msgReleasedPrefix = "lease released"            // prefix
@@ -281,7 +282,8 @@ func keepEvent(msg string) bool {
 		strings.HasPrefix(msg, msgAbandonPrefix) ||
 		strings.HasPrefix(msg, msgNotStarted) ||
 		strings.HasPrefix(msg, msgNotRecordedPfx) ||
-		strings.HasPrefix(msg, msgRenewFailedPfx)
+		strings.HasPrefix(msg, msgRenewFailedPfx) ||
+		strings.HasPrefix(msg, msgSelfFencedPfx)
 }
 
 // logLine is the subset of a zap JSON line the checks read. Times are
