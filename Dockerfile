@@ -19,6 +19,9 @@ ARG COMMIT=
 RUN CGO_ENABLED=1 go build \
       -ldflags "-X github.com/anarchon/anarchon/internal/cli.Version=${VERSION} -X github.com/anarchon/anarchon/internal/cli.Commit=${COMMIT}" \
       -o /out/anarchond ./cmd/anarchond
+# The jobs' supervising parent, beside anarchond (static: standard library
+# only, no cgo).
+RUN CGO_ENABLED=0 go build -o /out/anarchon-supervise ./cmd/anarchon-supervise
 
 # Run: the same Debian release as the builder, for the glibc the binary links.
 FROM debian:bookworm-slim
@@ -28,7 +31,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       ca-certificates tzdata curl \
  && rm -rf /var/lib/apt/lists/*
-COPY --from=build /out/anarchond /usr/bin/anarchond
+COPY --from=build /out/anarchond /out/anarchon-supervise /usr/bin/
 # The packaged crontab: SQLite at /var/lib/anarchon/anarchon.db, no jobs.
 # Mount a directory of yours holding anarchon.yaml over /etc/anarchon
 # (read-only is fine): see docs/operating.md.

@@ -5,11 +5,16 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/anarchon/anarchon/internal/cli.Version=$(VERSION) \
            -X github.com/anarchon/anarchon/internal/cli.Commit=$(COMMIT)
 BIN     := bin/anarchond
+# The jobs' supervising parent, installed beside anarchond (see
+# docs/design.md, Processes). It imports only the standard library and is
+# built without cgo: a static binary, no dynamic loader on each job start.
+SUPERVISE_BIN := bin/anarchon-supervise
 
 .PHONY: build run test test-go test-short bench bench-go bench-claims bench-smoke chaos chaos-ci vet clean
 
-build: ## build bin/anarchond
+build: ## build bin/anarchond and bin/anarchon-supervise
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/anarchond
+	CGO_ENABLED=0 $(GO) build -o $(SUPERVISE_BIN) ./cmd/anarchon-supervise
 
 run: build ## run the daemon on configs/example.yaml (SQLite in ./data)
 	mkdir -p data
@@ -62,11 +67,11 @@ vet:
 clean:
 	rm -rf bin data
 
-# Packages: the .deb and .rpm of bin/anarchond into $(DIST), built by nfpm run
-# through the Go toolchain (nothing to install; nfpm is not in go.mod). The
-# package's version is $(VERSION) when that is a release tag (v1.2.3 or
-# 1.2.3-rc.1, the "v" dropped), else 0.0.0-dev; `make package
-# PKG_VERSION=1.2.3` sets it directly.
+# Packages: the .deb and .rpm of bin/anarchond and bin/anarchon-supervise
+# into $(DIST), built by nfpm run through the Go toolchain (nothing to
+# install; nfpm is not in go.mod). The package's version is $(VERSION) when
+# that is a release tag (v1.2.3 or 1.2.3-rc.1, the "v" dropped), else
+# 0.0.0-dev; `make package PKG_VERSION=1.2.3` sets it directly.
 NFPM        ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 DIST        ?= dist
 PKG_VERSION ?= $(shell echo '$(VERSION)' | sed -nE 's/^v?([0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?)$$/\1/p' | grep . || echo 0.0.0-dev)

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/anarchon/anarchon/internal/config"
-	"github.com/anarchon/anarchon/internal/runner"
+	"github.com/anarchon/anarchon/internal/supervise"
 
 	// The backends register themselves with the claim registry.
 	_ "github.com/anarchon/anarchon/internal/natsclaim"
@@ -62,12 +62,9 @@ type Env struct {
 // process exit code.
 func Main(ctx context.Context, args []string, env Env) int {
 	if len(args) > 0 && args[0] == "supervise" {
-		// The supervising parent of a job: no cobra, no config, no logger.
-		rest := args[1:]
-		if len(rest) > 0 && rest[0] == "--" {
-			rest = rest[1:]
-		}
-		return runner.SuperviseMain(rest)
+		// The supervising parent of a job, when anarchon-supervise is not
+		// installed beside this binary: no cobra, no config, no logger.
+		return supervise.Main(args[1:])
 	}
 	root := newRoot(env)
 	root.SetArgs(args)

@@ -120,8 +120,11 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		notify(log, "STOPPING=1")
 	})
 
+	// The supervisor shows whether jobs start under the small
+	// anarchon-supervise or the slower fallback, `anarchond supervise`.
 	log.Info("anarchond started", zap.String("instance", cfg.Instance), zap.String("backend", cfg.Backend.Type),
-		zap.Int("jobs", len(cfg.Jobs)), zap.String("config", cfg.File))
+		zap.Int("jobs", len(cfg.Jobs)), zap.String("config", cfg.File),
+		zap.String("supervisor", strings.TrimSuffix(strings.Join(o.Supervisor, " "), " --")))
 	m.SetReady(true)
 	notify(log, fmt.Sprintf("READY=1\nSTATUS=scheduling %d job(s) on %s", len(cfg.Jobs), cfg.Backend.Type))
 	err = s.Run(ctx)

@@ -17,14 +17,14 @@ import (
 
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
-	"github.com/anarchon/anarchon/internal/runner"
 	_ "github.com/anarchon/anarchon/internal/sqliteclaim"
+	"github.com/anarchon/anarchon/internal/supervise"
 )
 
 // The test binary is also the jobs' supervisor.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 2 && os.Args[1] == "supervise" {
-		os.Exit(runner.SuperviseMain(os.Args[3:]))
+	if len(os.Args) > 1 && os.Args[1] == "supervise" {
+		os.Exit(supervise.Main(os.Args[2:]))
 	}
 	os.Exit(m.Run())
 }

@@ -9,33 +9,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/anarchon/anarchon/internal/supervise"
 )
-
-// superviseEnv carries the supervisor's instructions (a JSON superviseSpec)
-// from the runner to SuperviseMain; the supervisor removes it before it
-// starts the job.
-const superviseEnv = "ANARCHON_SUPERVISE"
-
-// superviseSpec is what the supervisor needs besides the job's argv.
-type superviseSpec struct {
-	// Parent is the daemon's pid: when the supervisor's parent is no longer
-	// this process, the daemon is gone and the group is killed.
-	Parent int `json:"parent"`
-	// Dir is the job's working directory ("": the supervisor's).
-	Dir string `json:"dir,omitempty"`
-	// UID, GID and Groups, when UID is set, are the credentials the job runs
-	// with.
-	UID    *uint32  `json:"uid,omitempty"`
-	GID    uint32   `json:"gid,omitempty"`
-	Groups []uint32 `json:"groups,omitempty"`
-}
 
 // launch is a prepared command: the job's argv and environment, and the
 // supervisor's spec.
 type launch struct {
 	argv []string
 	env  []string
-	spec superviseSpec
+	spec supervise.Spec
 }
 
 // prepare resolves e's command, environment, user and workdir.
@@ -67,7 +50,7 @@ func (r *Runner) prepare(e Execution) (launch, error) {
 			return l, fmt.Errorf("job %q: workdir %q is not a directory", name, job.Workdir)
 		}
 	}
-	l.spec = superviseSpec{Parent: os.Getpid(), Dir: job.Workdir}
+	l.spec = supervise.Spec{Parent: os.Getpid(), Dir: job.Workdir}
 	u, err := r.runAs(name, job.User, &l.spec)
 	if err != nil {
 		return l, err
@@ -83,7 +66,7 @@ func (r *Runner) prepare(e Execution) (launch, error) {
 
 // runAs resolves the job's user into spec's credentials. It returns the user
 // when the job runs as another user than the daemon's, nil otherwise.
-func (r *Runner) runAs(job, name string, spec *superviseSpec) (*user.User, error) {
+func (r *Runner) runAs(job, name string, spec *supervise.Spec) (*user.User, error) {
 	if name == "" {
 		return nil, nil
 	}
@@ -134,7 +117,7 @@ func (r *Runner) runAs(job, name string, spec *superviseSpec) (*user.User, error
 // runAsGroup makes group (a name or a gid) the primary group of a job that
 // runs as another user (u, resolved by runAs; nil when the daemon runs the
 // job as itself, where a group it does not have is refused).
-func runAsGroup(job, name string, u *user.User, spec *superviseSpec) error {
+func runAsGroup(job, name string, u *user.User, spec *supervise.Spec) error {
 	g, err := user.LookupGroup(name)
 	if err != nil {
 		var unknown user.UnknownGroupError
@@ -165,7 +148,7 @@ func runAsGroup(job, name string, u *user.User, spec *superviseSpec) error {
 func (r *Runner) environ(e Execution, u *user.User) []string {
 	env := make([]string, 0, len(r.BaseEnv)+len(e.Job.Env)+9)
 	for _, kv := range r.BaseEnv {
-		if !strings.HasPrefix(kv, superviseEnv+"=") {
+		if !strings.HasPrefix(kv, supervise.Env+"=") {
 			env = append(env, kv)
 		}
 	}
@@ -193,10 +176,3 @@ func setenv(env []string, k, v string) []string {
 	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, prefix) })
 	return append(env, prefix+v)
 }
-
-// Exit codes of the supervisor besides the job's own.
-const (
-	exitSupervisorError = 125 // the supervisor was misused
-	exitCannotExecute   = 126 // the job's program could not be started
-	exitNotFound        = 127 // the job's program does not exist
-)

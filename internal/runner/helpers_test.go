@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,10 +21,12 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/supervise"
 )
 
-// The test binary doubles as the supervisor and as a stand-in daemon: these
-// first arguments select the mode in TestMain.
+// The test binary doubles as the supervisor (as anarchond does with its
+// hidden supervise command) and as a stand-in daemon: these first arguments
+// select the mode in TestMain.
 const (
 	superviseArg = "anarchon-test-supervise"
 	daemonArg    = "anarchon-test-daemon"
@@ -33,12 +36,63 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case superviseArg:
-			os.Exit(SuperviseMain(os.Args[2:]))
+			os.Exit(supervise.Main(os.Args[2:]))
 		case daemonArg:
-			os.Exit(helperDaemon(os.Args[2]))
+			os.Exit(helperDaemon(os.Args[2], os.Args[3:]))
 		}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if smallBuild.dir != "" {
+		os.RemoveAll(smallBuild.dir)
+	}
+	os.Exit(code)
+}
+
+// smallBuild is cmd/anarchon-supervise, built once by smallSupervisor.
+var smallBuild struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// smallSupervisor returns the path of the anarchon-supervise binary, built
+// on first use into a temporary directory that TestMain removes.
+func smallSupervisor(t *testing.T) string {
+	t.Helper()
+	smallBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "anarchon-runner-test-")
+		if err != nil {
+			smallBuild.err = err
+			return
+		}
+		smallBuild.dir = dir
+		bin := filepath.Join(dir, "anarchon-supervise")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/anarchon/anarchon/cmd/anarchon-supervise").CombinedOutput()
+		if err != nil {
+			smallBuild.err = fmt.Errorf("go build ./cmd/anarchon-supervise: %w: %s", err, out)
+			return
+		}
+		smallBuild.bin = bin
+	})
+	if smallBuild.err != nil {
+		t.Fatal(smallBuild.err)
+	}
+	return smallBuild.bin
+}
+
+// supervisors are the argv prefixes of the two supervisors the runner may be
+// given, by name: this test binary standing for `anarchond supervise`, and
+// anarchon-supervise.
+func supervisors(t *testing.T) map[string][]string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string][]string{
+		"anarchond supervise": {exe, superviseArg, "--"},
+		"anarchon-supervise":  {smallSupervisor(t), "--"},
+	}
 }
 
 // orphanCommand is the job of the stand-in daemon: a shell with a background
@@ -49,17 +103,13 @@ sleep 30 &
 echo $! > sleep.tmp && mv sleep.tmp sleep.pid
 wait`
 
-// helperDaemon runs orphanCommand in dir with a Runner, like the daemon
-// would, until the test SIGKILLs this process.
-func helperDaemon(dir string) int {
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+// helperDaemon runs orphanCommand in dir with a Runner whose supervisor is
+// the argv prefix sup, like the daemon would, until the test SIGKILLs this
+// process.
+func helperDaemon(dir string, sup []string) int {
 	r := &Runner{
 		Backend: &store{}, Clock: clock.Real{}, Instance: "helper",
-		Supervisor: []string{exe, superviseArg, "--"}, BaseEnv: os.Environ(),
+		Supervisor: sup, BaseEnv: os.Environ(),
 	}
 	job := config.Job{Name: "orphan", Command: orphanCommand, Shell: "/bin/sh", Workdir: dir,
 		Timeout: time.Minute, KillGrace: time.Second, OutputTailBytes: 1024}

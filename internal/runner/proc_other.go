@@ -4,7 +4,6 @@ package runner
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"syscall"
 )
@@ -16,9 +15,3 @@ func supervisorAttr() *syscall.SysProcAttr           { return nil }
 func signalGroup(pgid int, sig syscall.Signal) error { return errUnsupported }
 func waitExited(pid int) error                       { return errUnsupported }
 func exitCodeOf(ps *os.ProcessState) int             { return ps.ExitCode() }
-
-// SuperviseMain is the body of `anarchond supervise`; it needs Linux.
-func SuperviseMain(argv []string) int {
-	fmt.Fprintln(os.Stderr, "anarchond supervise:", errUnsupported)
-	return exitSupervisorError
-}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/supervise"
 )
 
 // process is a started supervisor, the leader of the job's process group.
@@ -45,7 +46,7 @@ func (r *Runner) start(l launch, tailBytes int, log *zap.Logger) (*process, erro
 		return nil, fmt.Errorf("creating the stderr pipe: %w", err)
 	}
 	cmd := exec.Command(r.Supervisor[0], append(slices.Clone(r.Supervisor[1:]), l.argv...)...)
-	cmd.Env = append(slices.Clone(l.env), superviseEnv+"="+string(spec))
+	cmd.Env = append(slices.Clone(l.env), supervise.Env+"="+string(spec))
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = supervisorAttr()
 	err = cmd.Start()

@@ -6,18 +6,19 @@
 //
 // # Process tree
 //
-// The runner starts the supervisor (Runner.Supervisor, the hidden
-// `anarchond supervise -- <argv...>` command, see SuperviseMain) as the leader
-// of a new process group, with the parent-death signal SIGTERM. The
-// supervisor starts the job in that same group. If the daemon dies, even by
-// SIGKILL, the kernel sends SIGTERM to the supervisor, which sees that its
-// parent is gone and SIGKILLs the whole group, grandchildren included. Every
-// stop by the daemon (timeout, fencing, shutdown) signals the whole group:
-// SIGTERM, then SIGKILL after the job's killGrace. When the supervisor exits,
-// whatever is left in the group (background processes the job did not wait
-// for) is SIGKILLed before the result is recorded: no process of an attempt
-// outlives its result. A process that leaves the group (setsid, setpgid)
-// escapes all of this; the runner then stops waiting for its output after 5 s.
+// The runner starts the supervisor (Runner.Supervisor: the small
+// anarchon-supervise binary, or the hidden `anarchond supervise` command as
+// the fallback; both run internal/supervise's Main) as the leader of a new
+// process group, with the parent-death signal SIGTERM. The supervisor starts
+// the job in that same group. If the daemon dies, even by SIGKILL, the kernel
+// sends SIGTERM to the supervisor, which sees that its parent is gone and
+// SIGKILLs the whole group, grandchildren included. Every stop by the daemon
+// (timeout, fencing, shutdown) signals the whole group: SIGTERM, then SIGKILL
+// after the job's killGrace. When the supervisor exits, whatever is left in
+// the group (background processes the job did not wait for) is SIGKILLed
+// before the result is recorded: no process of an attempt outlives its
+// result. A process that leaves the group (setsid, setpgid) escapes all of
+// this; the runner then stops waiting for its output after 5 s.
 //
 // # Decisions
 //
@@ -99,8 +100,9 @@ type Runner struct {
 	// Instance is this daemon's instance id (ANARCHON_INSTANCE, logs).
 	Instance string
 	// Supervisor is the argv prefix that starts the supervising parent, e.g.
+	// {"/usr/bin/anarchon-supervise", "--"} or, as the fallback,
 	// {"/usr/bin/anarchond", "supervise", "--"}; the job's argv is appended.
-	// The daemon sets it from os.Executable().
+	// The daemon picks it beside os.Executable() (cli.SupervisorCommand).
 	Supervisor []string
 	// BaseEnv is the environment every job starts from (the daemon's own,
 	// os.Environ()).

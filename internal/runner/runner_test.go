@@ -15,6 +15,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/supervise"
 )
 
 func TestEnvironment(t *testing.T) {
@@ -30,7 +31,7 @@ func TestEnvironment(t *testing.T) {
 			t.Parallel()
 			s := &store{}
 			r, _ := newRunner(t, s, clock.Real{})
-			r.BaseEnv = append(r.BaseEnv, superviseEnv+`={"parent":1}`, "ANARCHON_TOKEN=spoofed")
+			r.BaseEnv = append(r.BaseEnv, supervise.Env+`={"parent":1}`, "ANARCHON_TOKEN=spoofed")
 			job := shellJob("envjob", "")
 			job.Args = []string{"/usr/bin/env"}
 			job.Env = map[string]string{"SHARED": "job", "JOB_ONLY": "j", "ANARCHON_JOB": "spoofed"}
@@ -62,8 +63,8 @@ func TestEnvironment(t *testing.T) {
 					t.Errorf("%s = %q, want %q", k, env[k], v)
 				}
 			}
-			if v, ok := env[superviseEnv]; ok {
-				t.Errorf("the job sees the supervisor's %s=%s", superviseEnv, v)
+			if v, ok := env[supervise.Env]; ok {
+				t.Errorf("the job sees the supervisor's %s=%s", supervise.Env, v)
 			}
 		})
 	}
@@ -142,8 +143,8 @@ func TestExitCodes(t *testing.T) {
 		{"zero", "true", nil, 0, claim.StatusSucceeded, ""},
 		{"three", "exit 3", nil, 3, claim.StatusFailed, ""},
 		{"killed by a signal", "kill -9 $$", nil, 137, claim.StatusFailed, ""},
-		{"program not found", "", []string{"/nonexistent/program"}, 127, claim.StatusFailed, "anarchond supervise: "},
-		{"not executable", "", []string{"/etc/hostname"}, 126, claim.StatusFailed, "anarchond supervise: "},
+		{"program not found", "", []string{"/nonexistent/program"}, 127, claim.StatusFailed, "anarchon-supervise: "},
+		{"not executable", "", []string{"/etc/hostname"}, 126, claim.StatusFailed, "anarchon-supervise: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -205,9 +205,9 @@ type binaries struct {
 	job       string // this program, run as a job
 }
 
-// buildBinaries builds anarchond with the test clock into dir and copies
-// this program there as chaos-job (a `go run` binary lives in a temporary
-// directory that goes away with it).
+// buildBinaries builds anarchond with the test clock, and anarchon-supervise,
+// into dir and copies this program there as chaos-job (a `go run` binary
+// lives in a temporary directory that goes away with it).
 func buildBinaries(ctx context.Context, dir string) (binaries, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return binaries{}, err
@@ -223,6 +223,14 @@ func buildBinaries(ctx context.Context, dir string) (binaries, error) {
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return b, fmt.Errorf("build anarchond: %w", err)
+	}
+	// anarchon-supervise beside anarchond, as installed: the instances start
+	// their jobs under it. It reads no clock, so it needs no tag.
+	cmd = exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(abs, "anarchon-supervise"),
+		"github.com/anarchon/anarchon/cmd/anarchon-supervise")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return b, fmt.Errorf("build anarchon-supervise: %w", err)
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -38,11 +38,15 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "anarchond"), "github.com/anarchon/anarchon/cmd/anarchond")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build anarchond:", err)
-		os.Exit(1)
+	// anarchon-supervise beside anarchond: the daemons start their jobs
+	// under it, as installed.
+	for _, name := range []string{"anarchond", "anarchon-supervise"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/anarchon/anarchon/cmd/"+name)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", name, err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -33,6 +33,7 @@ import (
 // Paths the package installs.
 const (
 	binPath     = "/usr/bin/anarchond"
+	supPath     = "/usr/bin/anarchon-supervise"
 	unitPath    = "/lib/systemd/system/anarchond.service"
 	configPath  = "/etc/anarchon/anarchon.yaml"
 	defaultPath = "/etc/default/anarchond"
@@ -400,7 +401,7 @@ func TestDeb(t *testing.T) {
 	if st, v := pkgStatus(t); st != "" && st != "not-installed" {
 		need(t, false, "package %s is already on this machine (%s %s): the test would remove it; run `dpkg --purge %s` first", pkgName, st, v, pkgName)
 	}
-	for _, p := range []string{binPath, configPath, defaultPath, stateDir, unitPath} {
+	for _, p := range []string{binPath, supPath, configPath, defaultPath, stateDir, unitPath} {
 		need(t, !exists(p), "%s exists although package %s is not installed: the test would remove it", p, pkgName)
 	}
 
@@ -435,6 +436,19 @@ func TestDeb(t *testing.T) {
 			t.Errorf("bin/anarchond needs GLIBC_%v but the package depends on libc6 (>= %s): update packaging/nfpm.yaml", need, m[1])
 		}
 
+		// The supervisor starts once per job: static (built without cgo),
+		// it does without the dynamic loader.
+		if f, err := elf.Open(filepath.Join(root, "bin", "anarchon-supervise")); err != nil {
+			t.Error(err)
+		} else {
+			for _, p := range f.Progs {
+				if p.Type == elf.PT_INTERP {
+					t.Error("bin/anarchon-supervise is dynamically linked: build it with CGO_ENABLED=0")
+				}
+			}
+			f.Close()
+		}
+
 		conffiles := must(t, time.Minute, "", nil, "dpkg-deb", "-I", deb1, "conffiles")
 		got := strings.Fields(conffiles)
 		slices.Sort(got)
@@ -459,6 +473,7 @@ func TestDeb(t *testing.T) {
 		}
 		for path, want := range map[string][2]string{
 			binPath:               {"-rwxr-xr-x", "root/root"},
+			supPath:               {"-rwxr-xr-x", "root/root"},
 			unitPath:              {"-rw-r--r--", "root/root"},
 			"/etc/anarchon":       {"drwxr-xr-x", "root/root"},
 			configPath:            {"-rw-r--r--", "root/root"},
@@ -480,8 +495,8 @@ func TestDeb(t *testing.T) {
 				t.Errorf("%s in the .deb: %v, want %v", path, got, want)
 			}
 		}
-		if len(listing) != 15 {
-			t.Errorf("the .deb holds %d entries, want 15: %v", len(listing), listing)
+		if len(listing) != 16 {
+			t.Errorf("the .deb holds %d entries, want 16: %v", len(listing), listing)
 		}
 	})
 	if t.Failed() {
@@ -511,8 +526,10 @@ func TestDeb(t *testing.T) {
 				t.Errorf("cleanup: dpkg --purge %s failed: remove it by hand", pkgName)
 			}
 		}
-		if exists(binPath) {
-			t.Errorf("cleanup: %s is still there after the purge", binPath)
+		for _, p := range []string{binPath, supPath} {
+			if exists(p) {
+				t.Errorf("cleanup: %s is still there after the purge", p)
+			}
 		}
 	})
 
@@ -524,6 +541,12 @@ func TestDeb(t *testing.T) {
 	uid, gid := lookupIDs(t)
 	checkFile(t, stateDir, fs.ModeDir|0o750, uid, gid, nil)
 	checkFile(t, binPath, 0o755, 0, 0, nil)
+	checkFile(t, supPath, 0o755, 0, 0, nil)
+	// The installed supervisor runs a job and passes its exit code on.
+	var ee *exec.ExitError
+	if _, err := run(t, time.Minute, "/", cleanEnv(), supPath, "--", "/bin/sh", "-c", "exit 3"); !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Errorf("%s -- /bin/sh -c 'exit 3': %v, want exit status 3", supPath, err)
+	}
 	checkFile(t, configPath, 0o644, 0, 0, mustRead(t, filepath.Join(root, "packaging", "anarchon.yaml")))
 	checkFile(t, defaultPath, 0o600, 0, 0, mustRead(t, filepath.Join(root, "packaging", "anarchond.default")))
 	checkFile(t, unitPath, 0o644, 0, 0, mustRead(t, filepath.Join(root, "systemd", "anarchond.service")))
@@ -587,7 +610,7 @@ func TestDeb(t *testing.T) {
 	if st, _ := pkgStatus(t); st != "" && st != "not-installed" {
 		t.Errorf("after the purge dpkg still knows %s: %s", pkgName, st)
 	}
-	for _, p := range []string{binPath, unitPath, configPath, defaultPath, stateDir} {
+	for _, p := range []string{binPath, supPath, unitPath, configPath, defaultPath, stateDir} {
 		if exists(p) {
 			t.Errorf("%s is still there after the purge", p)
 		}

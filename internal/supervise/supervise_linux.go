@@ -1,4 +1,4 @@
-package runner
+package supervise
 
 import (
 	"encoding/json"
@@ -11,22 +11,22 @@ import (
 	"syscall"
 )
 
-// SuperviseMain is the body of the hidden `anarchond supervise -- <argv...>`
-// command; argv is the job's argv (a leading "--" is skipped). It returns the
-// exit code for os.Exit.
+// Main is the supervisor: the body of anarchon-supervise and of the hidden
+// `anarchond supervise` command. argv is the job's argv (a leading "--" is
+// skipped). It returns the exit code for os.Exit.
 //
 // The runner starts the supervisor as the leader of a new process group with
 // the parent-death signal SIGTERM, and passes the daemon's pid, the workdir
-// and the job's credentials in ANARCHON_SUPERVISE. The supervisor starts the
-// job in its own process group, with its own stdio and environment (without
-// ANARCHON_SUPERVISE), and waits for it. On SIGTERM, SIGINT or SIGHUP it
-// checks its parent: if the daemon is gone (the parent-death signal) it
-// SIGKILLs the whole group, itself included; otherwise the signal came from
-// the daemon to the whole group, the job got it too, and the supervisor keeps
-// waiting. It exits with the job's exit code, 128+N if the job was killed by
-// signal N, 127 if the program was not found, 126 if it could not be
-// started, and 125 when the supervisor itself is misused.
-func SuperviseMain(argv []string) int {
+// and the job's credentials in Env. The supervisor starts the job in its own
+// process group, with its own stdio and environment (without Env), and waits
+// for it. On SIGTERM, SIGINT or SIGHUP it checks its parent: if the daemon is
+// gone (the parent-death signal) it SIGKILLs the whole group, itself
+// included; otherwise the signal came from the daemon to the whole group, the
+// job got it too, and the supervisor keeps waiting. It exits with the job's
+// exit code, 128+N if the job was killed by signal N, ExitNotFound if the
+// program was not found, ExitCannotExecute if it could not be started, and
+// ExitMisuse when the supervisor itself is misused.
+func Main(argv []string) int {
 	// Catch, not ignore: an ignored disposition would be inherited by the job.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -35,16 +35,16 @@ func SuperviseMain(argv []string) int {
 		argv = argv[1:]
 	}
 	if len(argv) == 0 {
-		fmt.Fprintln(os.Stderr, "anarchond supervise: no command given")
-		return exitSupervisorError
+		fmt.Fprintln(os.Stderr, prefix+"no command given")
+		return ExitMisuse
 	}
-	var spec superviseSpec
-	if s, ok := os.LookupEnv(superviseEnv); ok {
+	var spec Spec
+	if s, ok := os.LookupEnv(Env); ok {
 		if err := json.Unmarshal([]byte(s), &spec); err != nil {
-			fmt.Fprintf(os.Stderr, "anarchond supervise: %s: %v\n", superviseEnv, err)
-			return exitSupervisorError
+			fmt.Fprintf(os.Stderr, prefix+"%s: %v\n", Env, err)
+			return ExitMisuse
 		}
-		os.Unsetenv(superviseEnv)
+		os.Unsetenv(Env)
 	}
 	if spec.Parent == 0 {
 		spec.Parent = os.Getppid()
@@ -73,11 +73,11 @@ func SuperviseMain(argv []string) int {
 	default:
 	}
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "anarchond supervise: %v\n", err)
+		fmt.Fprintf(os.Stderr, prefix+"%v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return exitNotFound
+			return ExitNotFound
 		}
-		return exitCannotExecute
+		return ExitCannotExecute
 	}
 	done := make(chan struct{})
 	go func() {
@@ -87,7 +87,7 @@ func SuperviseMain(argv []string) int {
 	for {
 		select {
 		case <-done:
-			return exitCodeOf(cmd.ProcessState)
+			return exitCode(cmd.ProcessState)
 		case <-sigs:
 			if orphaned() {
 				killGroup()
@@ -100,4 +100,13 @@ func SuperviseMain(argv []string) int {
 func killGroup() {
 	_ = syscall.Kill(0, syscall.SIGKILL)
 	os.Exit(128 + int(syscall.SIGKILL)) // not reached
+}
+
+// exitCode is the job's exit code as a shell reports it: 128+N for a job
+// killed by signal N.
+func exitCode(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
 }
