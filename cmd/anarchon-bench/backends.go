@@ -31,19 +31,28 @@ type row struct {
 	name  string
 	n     *int // claims to measure (a flag)
 	setup func(ctx context.Context) (*store, error)
+	// of names the backend whose store this row measures with other
+	// settings; empty for a backend of its own. Start lag and scale
+	// measure such a variant only when -lag-backends or -scale-backends
+	// names it.
+	of string
 }
 
 // The backends, in the table's order. (The script strategy scans a job's
 // claims of the last window: its contended row, all on one job, grows with
-// n; a real job has one claim per slot in the window.)
+// n; a real job has one claim per slot in the window.) postgres-async is
+// postgres with backend.postgres.synchronousCommit off: a commit is
+// acknowledged before it is flushed, so the two rows show what durability
+// costs a claim.
 var rows = []row{
-	{"sqlite", nFlag, sqliteStore},
-	{"postgres", nFlag, postgresStore},
-	{"redis-lease", nFlag, redisStore(redisclaim.New)},
-	{"redis-stream-id", nFlag, redisStore(redisclaim.NewClaimOnly, strategy(redisclaim.StrategyStreamID))},
-	{"redis-script", nFlag, redisStore(redisclaim.NewClaimOnly, strategy(redisclaim.StrategyScript))},
-	{"nats", nFlag, natsStore},
-	{"rabbitmq", nRabbitFlag, rabbitStore},
+	{"sqlite", nFlag, sqliteStore, ""},
+	{"postgres", nFlag, postgresStore(""), ""},
+	{"postgres-async", nFlag, postgresStore("off"), "postgres"},
+	{"redis-lease", nFlag, redisStore(redisclaim.New), ""},
+	{"redis-stream-id", nFlag, redisStore(redisclaim.NewClaimOnly, strategy(redisclaim.StrategyStreamID)), ""},
+	{"redis-script", nFlag, redisStore(redisclaim.NewClaimOnly, strategy(redisclaim.StrategyScript)), ""},
+	{"nats", nFlag, natsStore, ""},
+	{"rabbitmq", nRabbitFlag, rabbitStore, ""},
 }
 
 // strategy sets a Redis claim strategy.
@@ -131,45 +140,57 @@ func sqliteStore(context.Context) (*store, error) {
 
 // postgresStore: the table runs in a fresh schema, dropped afterwards. The
 // raw op is SELECT 1 on a pgx connection (a prepared statement after the
-// first: one round trip).
-func postgresStore(ctx context.Context) (*store, error) {
-	conn, err := pgx.Connect(ctx, *pgDSN)
-	if err != nil {
-		return nil, unreachable{err}
+// first: one round trip). syncCommit, if set, is the synchronous_commit of
+// the backend's sessions (backend.postgres.synchronousCommit) and of the
+// raw and durable-write connections, so that the write is the floor of a
+// claim committed with the same settings.
+func postgresStore(syncCommit string) func(context.Context) (*store, error) {
+	return func(ctx context.Context) (*store, error) {
+		cfg, err := pgx.ParseConfig(*pgDSN)
+		if err != nil {
+			return nil, fmt.Errorf("postgres DSN: %w", err)
+		}
+		if syncCommit != "" {
+			cfg.RuntimeParams["synchronous_commit"] = syncCommit
+		}
+		conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
+		if err != nil {
+			return nil, unreachable{err}
+		}
+		schema := pgx.Identifier{"anarchon_bench_" + suffix()}
+		if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema.Sanitize()); err != nil {
+			conn.Close(ctx)
+			return nil, err
+		}
+		table := schema[0] + ".runs"
+		if _, err := conn.Exec(ctx, "CREATE TABLE "+schema.Sanitize()+".bench_floor (v integer)"); err != nil {
+			conn.Close(ctx)
+			return nil, err
+		}
+		floorConn, err := pgx.ConnectConfig(ctx, cfg.Copy())
+		if err != nil {
+			conn.Close(ctx)
+			return nil, err
+		}
+		return &store{
+			open: func(ctx context.Context) (claim.Backend, error) {
+				return asBackend(pgclaim.New(ctx, pgclaim.Options{DSN: *pgDSN, Table: table, SynchronousCommit: syncCommit}))
+			},
+			raw: func(ctx context.Context) error {
+				var one int
+				return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+			},
+			floor: func(ctx context.Context) error {
+				_, err := floorConn.Exec(ctx, "INSERT INTO "+schema.Sanitize()+".bench_floor (v) VALUES (1)")
+				return err
+			},
+			cleanup: func(ctx context.Context, _ []runKey) error {
+				floorConn.Close(ctx)
+				_, err := conn.Exec(ctx, "DROP SCHEMA "+schema.Sanitize()+" CASCADE")
+				return errors.Join(err, conn.Close(ctx))
+			},
+		}, nil
 	}
-	schema := pgx.Identifier{"anarchon_bench_" + suffix()}
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema.Sanitize()); err != nil {
-		conn.Close(ctx)
-		return nil, err
-	}
-	table := schema[0] + ".runs"
-	if _, err := conn.Exec(ctx, "CREATE TABLE "+schema.Sanitize()+".bench_floor (v integer)"); err != nil {
-		conn.Close(ctx)
-		return nil, err
-	}
-	floorConn, err := pgx.Connect(ctx, *pgDSN)
-	if err != nil {
-		conn.Close(ctx)
-		return nil, err
-	}
-	return &store{
-		open: func(ctx context.Context) (claim.Backend, error) {
-			return asBackend(pgclaim.New(ctx, pgclaim.Options{DSN: *pgDSN, Table: table}))
-		},
-		raw: func(ctx context.Context) error {
-			var one int
-			return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
-		},
-		floor: func(ctx context.Context) error {
-			_, err := floorConn.Exec(ctx, "INSERT INTO "+schema.Sanitize()+".bench_floor (v) VALUES (1)")
-			return err
-		},
-		cleanup: func(ctx context.Context, _ []runKey) error {
-			floorConn.Close(ctx)
-			_, err := conn.Exec(ctx, "DROP SCHEMA "+schema.Sanitize()+" CASCADE")
-			return errors.Join(err, conn.Close(ctx))
-		},
-	}, nil
 }
 
 // redisStore: a fresh key namespace, whose keys are deleted afterwards,

@@ -67,10 +67,11 @@ var daemonBuild struct {
 }
 
 // anarchondBinary builds ./cmd/anarchond of the module the bench runs in
-// (found with `go env GOMOD`) once per process, into a temporary
-// directory, and returns its path. Every later call returns the same
-// binary, so that every measurement of one run uses the same build even
-// while the source tree changes. removeDaemonBuild removes it.
+// (found with `go env GOMOD`), and ./cmd/anarchon-supervise beside it, once
+// per process, into a temporary directory, and returns anarchond's path.
+// Every later call returns the same binary, so that every measurement of one
+// run uses the same build even while the source tree changes.
+// removeDaemonBuild removes it.
 func anarchondBinary(ctx context.Context) (string, error) {
 	daemonBuild.mu.Lock()
 	defer daemonBuild.mu.Unlock()
@@ -92,12 +93,16 @@ func anarchondBinary(ctx context.Context) (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "anarchond")
-	daemonLogf("building anarchond (go build ./cmd/anarchond in %s)...", filepath.Dir(gomod))
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/anarchond")
-	cmd.Dir = filepath.Dir(gomod)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return "", fmt.Errorf("go build ./cmd/anarchond: %w: %s", err, strings.TrimSpace(string(out)))
+	// anarchon-supervise beside anarchond, as installed: the daemons start
+	// their jobs under it.
+	for _, name := range []string{"anarchond", "anarchon-supervise"} {
+		daemonLogf("building %s (go build ./cmd/%s in %s)...", name, name, filepath.Dir(gomod))
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, name), "./cmd/"+name)
+		cmd.Dir = filepath.Dir(gomod)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("go build ./cmd/%s: %w: %s", name, err, strings.TrimSpace(string(out)))
+		}
 	}
 	daemonBuild.dir, daemonBuild.bin = dir, bin
 	return bin, nil
@@ -619,6 +624,13 @@ func newDaemonStore(ctx context.Context, backend string) (*daemonStore, error) {
 		return st, nil
 	case "postgres":
 		return postgresDaemonStore(ctx, st, "anarchon_bench_"+sfx)
+	case "postgres-async":
+		st, err := postgresDaemonStore(ctx, st, "anarchon_bench_"+sfx)
+		if err != nil {
+			return nil, err
+		}
+		st.backend["postgres"].(map[string]any)["synchronousCommit"] = "off"
+		return st, nil
 	case "redis-lease", "redis-stream-id", "redis-script":
 		return redisDaemonStore(ctx, st, strings.TrimPrefix(backend, "redis-"))
 	case "nats":

@@ -176,6 +176,7 @@ func TestCrontabLoads(t *testing.T) {
 		{namespace: "anarchon-bench-3", backend: map[string]any{"type": "redis", "redis": map[string]any{"url": "redis://127.0.0.1:6379/0", "strategy": "stream-id"}}},
 		{namespace: "anarchon-bench-4", backend: map[string]any{"type": "nats", "nats": map[string]any{"url": "nats://127.0.0.1:4222", "stream": "ANARCHON_BENCH_4"}}},
 		{namespace: "anarchon-bench-5", backend: map[string]any{"type": "rabbitmq", "rabbitmq": map[string]any{"url": "amqp://guest:guest@127.0.0.1:5672/", "slotTtlMs": 300000}}},
+		{namespace: "anarchon-bench-6", backend: map[string]any{"type": "postgres", "postgres": map[string]any{"dsn": "postgres://postgres@127.0.0.1:5432/anarchon_bench_6?sslmode=disable", "synchronousCommit": "off"}}},
 	}
 	probe := lagProbeArgv("/bin/bash", filepath.Join(dir, "it's a.rec"))
 	for i, st := range stores {
@@ -202,6 +203,11 @@ func TestCrontabLoads(t *testing.T) {
 			cfg.ShutdownGrace != daemonShutdownGrace || len(cfg.Jobs) != len(jobs) {
 			t.Errorf("%s: config %+v", st.backend["type"], cfg)
 			continue
+		}
+		if pg, ok := st.backend["postgres"].(map[string]any); ok {
+			if want, _ := pg["synchronousCommit"].(string); cfg.Backend.Postgres.SynchronousCommit != want {
+				t.Errorf("postgres synchronousCommit %q, want %q", cfg.Backend.Postgres.SynchronousCommit, want)
+			}
 		}
 		j := cfg.Jobs[len(cfg.Jobs)-1]
 		want := jobs[len(jobs)-1]
@@ -275,5 +281,25 @@ func TestProcTCPPortsOfSelf(t *testing.T) {
 	ports, err := procTCPPorts(os.Getpid(), rp)
 	if err != nil || len(ports) != 1 || !ports[lp] {
 		t.Errorf("procTCPPorts(self, %d) = %v, %v; want {%d}", rp, ports, err, lp)
+	}
+}
+
+// TestSectionDefaults: postgres-async is measured by the claim sections by
+// default, but by start lag and scale only when their lists name it.
+func TestSectionDefaults(t *testing.T) {
+	rs, err := selectRows(*backendFlag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(rs, func(r row) bool { return r.name == "postgres-async" })
+	if i < 1 || rs[i-1].name != "postgres" {
+		t.Fatalf("default rows %v: want postgres-async right after postgres", rowNames())
+	}
+	async, pg := rs[i], rs[i-1]
+	if sectionMeasures("", async) || !sectionMeasures("", pg) {
+		t.Error("an empty section list must take postgres and leave postgres-async out")
+	}
+	if !sectionMeasures("sqlite,postgres-async", async) || sectionMeasures("sqlite,postgres-async", pg) {
+		t.Error("a section list must take what it names and nothing else")
 	}
 }

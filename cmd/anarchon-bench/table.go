@@ -67,7 +67,9 @@ func printReport(w io.Writer, start time.Time, results []result) {
 		" postgres `SELECT 1` on a pgx connection; redis `PING`; nats a JetStream publish without Msg-Id to the same stream;"+
 		" rabbitmq a confirmed persistent publish to a durable queue."+
 		" durable write: a one-row INSERT committed with the store's sync settings (sqlite `synchronous=FULL`; postgres the DSN's `synchronous_commit`), on a connection of its own:"+
-		" the least any claim that writes pays.")
+		" the least any claim that writes pays."+
+		" postgres-async: postgres with `backend.postgres.synchronousCommit: off` on the backend's, the raw and the write's sessions"+
+		" (its write is then not durable: the floor of a claim with the same settings).")
 
 	for _, r := range results {
 		if len(r.violations) > 0 {

@@ -93,6 +93,10 @@ type Postgres struct {
 	Table        string
 	PasswordFile string
 	TLS          TLS
+	// SynchronousCommit is the synchronous_commit of the backend's
+	// sessions: on | off | local | remote_write | remote_apply; empty
+	// leaves the server's setting in effect.
+	SynchronousCommit string
 }
 
 // Redis is backend.redis.

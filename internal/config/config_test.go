@@ -73,7 +73,7 @@ backend:
   type: postgres
   retention: 720h
   sqlite: {path: ./x.db, busyTimeoutMs: 0}
-  postgres: {dsn: "host=db user=app dbname=cron", table: cron.runs, passwordFile: /etc/pg.pass}
+  postgres: {dsn: "host=db user=app dbname=cron", table: cron.runs, passwordFile: /etc/pg.pass, synchronousCommit: off}
   redis: {url: "rediss://cache:6380/1", strategy: script, passwordFile: /etc/redis.pass,
           strategyOptions: {durationSec: 600, windowMs: 120000}}
   rabbitmq: {url: "amqps://mq:5671/vhost", slotTtlMs: 600000}
@@ -90,7 +90,7 @@ jobs:
 	if cfg.Instance != "web1" || cfg.Namespace != "prod_cron-1" || cfg.ShutdownGrace != 0 ||
 		cfg.Log != (Log{"debug", "json"}) || b.Type != "postgres" || b.Retention != 720*time.Hour ||
 		b.SQLite != (SQLite{"./x.db", 0}) ||
-		b.Postgres != (Postgres{DSN: "host=db user=app dbname=cron", Table: "cron.runs", PasswordFile: "/etc/pg.pass"}) ||
+		b.Postgres != (Postgres{DSN: "host=db user=app dbname=cron", Table: "cron.runs", PasswordFile: "/etc/pg.pass", SynchronousCommit: "off"}) ||
 		b.Redis != (Redis{URL: "rediss://cache:6380/1", Strategy: "script", PasswordFile: "/etc/redis.pass", DurationSec: 600, WindowMs: 120000}) ||
 		b.RabbitMQ != (RabbitMQ{URL: "amqps://mq:5671/vhost", SlotTTLMs: 600000}) ||
 		b.NATS != (NATS{URL: "nats://n1:4222, tls://n2:4222", Stream: "CRON_1", DuplicateWindowMs: 600000}) {
@@ -295,6 +295,53 @@ jobs:
 	}
 }
 
+// TestPostgresSynchronousCommit: backend.postgres.synchronousCommit takes
+// PostgreSQL's synchronous_commit levels, written plain or quoted, or from
+// the environment; unset it stays empty (the server's setting). Anything
+// else is a problem naming the file, the line and the field.
+func TestPostgresSynchronousCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		env        []string
+		want       string // the setting, or with wantErr the whole error
+		wantErr    bool
+	}{
+		{name: "unset", yaml: "backend:\n  postgres: {dsn: \"postgres://db/cron\"}\n", want: ""},
+		{name: "off, plain", yaml: "backend:\n  postgres:\n    synchronousCommit: off\n", want: "off"},
+		{name: "on, plain", yaml: "backend:\n  postgres:\n    synchronousCommit: on\n", want: "on"},
+		{name: "local", yaml: "backend:\n  postgres: {synchronousCommit: local}\n", want: "local"},
+		{name: "remote_write, quoted", yaml: "backend:\n  postgres: {synchronousCommit: \"remote_write\"}\n", want: "remote_write"},
+		{name: "remote_apply", yaml: "backend:\n  postgres: {synchronousCommit: remote_apply}\n", want: "remote_apply"},
+		{name: "env overrides the file", yaml: "backend:\n  postgres: {synchronousCommit: on}\n",
+			env: []string{"ANARCHON_BACKEND_POSTGRES_SYNCHRONOUSCOMMIT=off"}, want: "off"},
+		{name: "bad value", yaml: "namespace: cron\nbackend:\n  type: sqlite\n  postgres:\n    synchronousCommit: async\n", wantErr: true,
+			want: `crontab.yaml:5: backend.postgres.synchronousCommit: must be one of on, off, local, remote_write, remote_apply; not "async"`},
+		{name: "bad value from env", yaml: "", env: []string{"ANARCHON_BACKEND_POSTGRES_SYNCHRONOUSCOMMIT=yes"}, wantErr: true,
+			want: `env ANARCHON_BACKEND_POSTGRES_SYNCHRONOUSCOMMIT: backend.postgres.synchronousCommit: must be one of on, off, local, remote_write, remote_apply; not "yes"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := tc.env
+			if env == nil {
+				env = noEnv
+			}
+			cfg, err := Parse("crontab.yaml", []byte(tc.yaml+"jobs: []\n"), opts(env))
+			if tc.wantErr {
+				var e *Error
+				if !errors.As(err, &e) || e.Field != "backend.postgres.synchronousCommit" || e.Error() != tc.want {
+					t.Fatalf("error %v, want %s", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got := cfg.Backend.Postgres.SynchronousCommit; got != tc.want {
+				t.Fatalf("synchronousCommit %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestEnvUnknownWarns(t *testing.T) {
 	cfg := mustParse(t, "jobs:\n"+job("a"), "ANARCHON_BAKEND_TYPE=redis", "ANARCHON_FOO=1")
 	want := []string{
@@ -347,8 +394,8 @@ func TestEnvThroughViper(t *testing.T) {
 			t.Errorf("%s: viper (%s, %q, %v), list (%s, %q, %v)", ps.path, n1, v1, ok1, n2, v2, ok2)
 		}
 	}
-	if len(paths) != 57 {
-		t.Errorf("%d overridable settings, want 57: update the docs' table", len(paths))
+	if len(paths) != 58 {
+		t.Errorf("%d overridable settings, want 58: update the docs' table", len(paths))
 	}
 }
 

@@ -85,6 +85,10 @@ var (
 	logFormats     = []string{"auto", "console", "json"}
 	overlapChoices = []string{"skip", "allow"}
 
+	// syncCommitLevels are PostgreSQL's synchronous_commit levels, as SHOW
+	// spells them (its aliases true, yes, 1, ... are not taken).
+	syncCommitLevels = []string{"on", "off", "local", "remote_write", "remote_apply"}
+
 	// jobReservedEnv are set by the daemon for every run (SPEC §6); a job's
 	// env may not set them.
 	jobReservedEnv = []string{"ANARCHON_JOB", "ANARCHON_SLOT", "ANARCHON_SLOT_MS", "ANARCHON_ATTEMPT", "ANARCHON_TOKEN", "ANARCHON_INSTANCE"}
@@ -648,6 +652,7 @@ func (p *parser) resolve() *Config {
 	b.Postgres.DSN = str("backend.postgres.dsn", "", checkDSN).val
 	b.Postgres.Table = str("backend.postgres.table", defaultPostgresTable, matches(tablePattern, "table name")).val
 	b.Postgres.PasswordFile = str("backend.postgres.passwordFile", "", notEmpty).val
+	b.Postgres.SynchronousCommit = str("backend.postgres.synchronousCommit", "", oneOf(syncCommitLevels)).val
 	b.Redis.URL = str("backend.redis.url", defaultRedisURL, checkURL("redis", "rediss", "unix")).val
 	strategy := str("backend.redis.strategy", defaultRedisStrategy, oneOf(redisStrategy))
 	b.Redis.Strategy = strategy.val

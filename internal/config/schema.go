@@ -93,6 +93,7 @@ var rootSpecs = []*spec{
 			{key: "dsn", kind: kindString, secret: true},
 			{key: "table", kind: kindString},
 			{key: "passwordFile", kind: kindString},
+			{key: "synchronousCommit", kind: kindString},
 			{key: "tls", kind: kindMap, children: tlsSpecs},
 		}},
 		{key: "redis", kind: kindMap, children: []*spec{

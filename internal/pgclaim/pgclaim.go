@@ -22,6 +22,14 @@
 // set, replaces the DSN's TLS settings and makes TLS required on every
 // host the DSN names: no fallback connects in plaintext. Passwords never appear in the errors New
 // and the methods return, nor in logs.
+//
+// Options.SynchronousCommit (backend.postgres.synchronousCommit), when set,
+// is the synchronous_commit of every session of the pool, sent with the
+// other runtime parameters at connection start. Unset, the backend leaves
+// the server's setting (postgresql.conf, ALTER ROLE/DATABASE, the DSN)
+// alone. "off" trades durability for latency: a claim that writes is
+// acknowledged before its commit reaches the disk, so a server crash may
+// forget it and the slot can be won a second time (docs/backends.md).
 package pgclaim
 
 import (
@@ -32,6 +40,7 @@ import (
 	"hash/fnv"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +72,10 @@ const defaultListLimit = 50
 // pg_stat_activity shows who holds a lock.
 const applicationName = "anarchond"
 
+// synchronousCommitModes are the values Options.SynchronousCommit takes:
+// PostgreSQL's synchronous_commit, spelt as SHOW reports them.
+var synchronousCommitModes = []string{"on", "off", "local", "remote_write", "remote_apply"}
+
 // identPattern is one part of Options.Table, as config validation accepts
 // it: the derived names (<table>_history_id_seq, the longest) then fit in
 // PostgreSQL's 63-byte identifiers.
@@ -90,6 +103,14 @@ type Options struct {
 	// sslmode/sslrootcert/sslcert/sslkey and TLS is required. An empty
 	// ServerName verifies each host's certificate against the host name.
 	TLS *tls.Config
+	// SynchronousCommit, if set, is the synchronous_commit of every
+	// session of the pool (one of on, off, local, remote_write,
+	// remote_apply), overriding the server's, the role's, the database's
+	// and the DSN's. Empty leaves the server's setting in effect. With off
+	// a claim's commit is acknowledged before it is flushed to disk: a
+	// server crash may lose the last claims, renewals and results, and a
+	// lost claim can be won again (docs/backends.md).
+	SynchronousCommit string
 	// Log receives migration and takeover messages; nil discards them.
 	Log *zap.Logger
 
@@ -121,7 +142,8 @@ func init() {
 		if err != nil {
 			return nil, fmt.Errorf("open postgres backend: backend.postgres.%w", err)
 		}
-		return New(ctx, Options{DSN: c.DSN, PasswordFile: c.PasswordFile, Table: c.Table, TLS: tc, Log: p.Log})
+		return New(ctx, Options{DSN: c.DSN, PasswordFile: c.PasswordFile, Table: c.Table, TLS: tc,
+			SynchronousCommit: c.SynchronousCommit, Log: p.Log})
 	})
 }
 
@@ -219,6 +241,10 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if strings.TrimSpace(o.DSN) == "" {
 		return nil, errors.New("open postgres backend: backend.postgres.dsn is empty")
 	}
+	if o.SynchronousCommit != "" && !slices.Contains(synchronousCommitModes, o.SynchronousCommit) {
+		return nil, fmt.Errorf("open postgres backend: backend.postgres.synchronousCommit %q: must be one of %s",
+			o.SynchronousCommit, strings.Join(synchronousCommitModes, ", "))
+	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
@@ -259,6 +285,11 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	// statement, see schema.go); a database or role default of REPEATABLE
 	// READ would turn a queued claim into a serialization failure.
 	rp["default_transaction_isolation"] = "read committed"
+	if o.SynchronousCommit != "" {
+		// A startup parameter outranks postgresql.conf and ALTER
+		// ROLE/DATABASE settings, and the DSN's own, which it replaces.
+		rp["synchronous_commit"] = o.SynchronousCommit
+	}
 	if o.tracer != nil {
 		cfg.ConnConfig.Tracer = o.tracer
 	}
@@ -270,6 +301,12 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, sec.wrap(fmt.Errorf("connect to postgres %s: %w", dsn, err))
+	}
+	if o.SynchronousCommit != "" {
+		if err := checkSynchronousCommit(ctx, pool, o.SynchronousCommit, o.Log); err != nil {
+			pool.Close()
+			return nil, sec.wrap(fmt.Errorf("postgres %s: %w", dsn, err))
+		}
 	}
 	if schema == "" {
 		var cur *string
@@ -320,6 +357,26 @@ func requireTLS(cc *pgconn.Config, t *tls.Config) error {
 	}
 	cc.Host, cc.Port, cc.TLSConfig = out[0].Host, out[0].Port, out[0].TLSConfig
 	cc.Fallbacks = out[1:]
+	return nil
+}
+
+// checkSynchronousCommit reads synchronous_commit on a session of the pool
+// and logs it. A value other than want means that something between the
+// backend and the server dropped the startup parameter (a pooler's
+// ignore_startup_parameters): that is logged as a warning, since the
+// sessions' durability is then not the one configured.
+func checkSynchronousCommit(ctx context.Context, pool *pgxpool.Pool, want string, log *zap.Logger) error {
+	var got string
+	if err := pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&got); err != nil {
+		return fmt.Errorf("read synchronous_commit: %w", err)
+	}
+	if got != want {
+		log.Warn("postgres sessions do not run with the configured synchronous_commit: a connection pooler may drop startup parameters; set it on the role instead (ALTER ROLE ... SET synchronous_commit)",
+			zap.String("configured", want), zap.String("session", got))
+		return nil
+	}
+	log.Info("postgres sessions run with synchronous_commit from backend.postgres.synchronousCommit",
+		zap.String("synchronous_commit", got))
 	return nil
 }
 

@@ -258,6 +258,7 @@ func TestBadOptions(t *testing.T) {
 		{Options{DSN: "postgres://h/db", Table: strings.Repeat("r", 49)}, `is not a name`},
 		{Options{DSN: " "}, "backend.postgres.dsn is empty"},
 		{Options{DSN: "postgres://h/db", PasswordFile: "/nonexistent/pw"}, "/nonexistent/pw"},
+		{Options{DSN: "postgres://h/db", SynchronousCommit: "fast"}, `backend.postgres.synchronousCommit "fast": must be one of on, off, local, remote_write, remote_apply`},
 	} {
 		_, err := New(t.Context(), tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
