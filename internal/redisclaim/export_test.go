@@ -22,6 +22,9 @@ func NewClient(rawURL, passwordFile string) (redis.UniversalClient, Topology, er
 // LeaseClaimSHA is the SHA1 of the claim script, as EVALSHA sends it.
 var LeaseClaimSHA = leaseClaim.Hash()
 
+// LeaseClaim is the claim script.
+var LeaseClaim = leaseClaim
+
 // IDMPArgs is the idmp claim's XADD for req on namespace ns, as go-redis
 // would send it (built in a pipeline that is never run).
 func IDMPArgs(ns string, req claim.Request) []any {

@@ -28,10 +28,12 @@ import (
 //	                              instance, token, started_at, finished_at,
 //	                              lease_until, exit_code, output_tail (times
 //	                              in store ms)
-//	{<ns>:<job>}:slots    zset    <slot ms> scored by itself: the job's runs in
-//	                              slot order, for status and Prune
+//	{<ns>:<job>}:slots    zset    <slot ms> scored by itself: the job's settled
+//	                              runs (finished, interrupted) in slot order,
+//	                              for status and Prune
 //	{<ns>:<job>}:live     hash    <slot ms> -> lease_until, for every running
-//	                              run: the overlap rule's question reads it
+//	                              run: the overlap rule's question reads it,
+//	                              and status and Prune find running runs in it
 //	{<ns>:<job>}:history  stream  claimed / takeover / interrupted / finished /
 //	                              released, with slot, attempt, token, instance
 //	                              (and status for finished); MAXLEN ~
@@ -47,6 +49,15 @@ import (
 // which sqlite's overlap query sees. The scripts keep it exact: a won claim
 // or a renewal sets the slot's lease_until, a release sets it to now - 1ms,
 // a finish or an interruption removes it, Prune removes pruned slots.
+//
+// Every run is in :live or :slots: a run enters :slots when it settles (a
+// finish or an interruption moves it from :live to :slots), not when it is
+// claimed, so that a claim writes three keys and not four; ZADD into a
+// small (listpack) sorted set walks the whole set and was the dearest write
+// of a claim. Earlier versions indexed a run in :slots when they claimed it:
+// their running runs are in both, which ListRuns and Prune allow for, and
+// Prune indexes a run that an earlier version interrupted without indexing
+// (lua/lease_prune.lua).
 //
 // Store time is Redis TIME, read inside each script on the node that holds
 // the job; no instance's clock enters a decision.
@@ -402,7 +413,7 @@ func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) e
 		exit = "" // nil: an interrupted run has no exit code
 	}
 	k := b.keys(f.Job)
-	v, err := leaseFinish.Run(ctx, b.c, []string{k.state, k.live, k.history},
+	v, err := leaseFinish.Run(ctx, b.c, []string{k.state, k.slots, k.live, k.history},
 		f.Slot, string(f.Token), string(fin.Status), exit, fin.OutputTail, b.maxLen).Slice()
 	if err == nil {
 		_, err = fencedReply(v)
@@ -493,8 +504,9 @@ func decodeRun(job string, slot int64, raw string) (claim.Run, error) {
 }
 
 // ListRuns returns recent runs, newest slot first (then by job), at most
-// q.Limit (default 50). For every job it reads the newest slots from the
-// job's slots index, merges them, and then reads only the runs it returns.
+// q.Limit (default 50). For every job it reads the newest settled slots from
+// the job's slots index and the running ones from its live hash, merges
+// them, and then reads only the runs it returns.
 func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run, error) {
 	limit := q.Limit
 	if limit <= 0 {
@@ -519,22 +531,40 @@ func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 		slot int64
 	}
 	newest := make([]*redis.StringSliceCmd, len(jobs))
+	running := make([]*redis.StringSliceCmd, len(jobs))
 	if _, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, job := range jobs {
-			newest[i] = p.ZRevRange(ctx, b.keys(job).slots, 0, int64(limit-1))
+			// :live first: a run that settles in between is then read in
+			// both, and never in neither.
+			k := b.keys(job)
+			running[i] = p.HKeys(ctx, k.live)
+			newest[i] = p.ZRevRange(ctx, k.slots, 0, int64(limit-1))
 		}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("list runs: read the slots: %w", err)
 	}
 	var keys []runKey
-	for i, cmd := range newest {
-		for _, s := range cmd.Val() {
+	for i, job := range jobs {
+		k := b.keys(job)
+		settled := len(keys)
+		for _, s := range newest[i].Val() {
 			slot, err := strconv.ParseInt(s, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("list runs: %s holds %q, not a slot", b.keys(jobs[i]).slots, s)
+				return nil, fmt.Errorf("list runs: %s holds %q, not a slot", k.slots, s)
 			}
-			keys = append(keys, runKey{jobs[i], slot})
+			keys = append(keys, runKey{job, slot})
+		}
+		indexed := keys[settled:]
+		for _, s := range running[i].Val() {
+			slot, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("list runs: %s holds %q, not a slot", k.live, s)
+			}
+			// A running run of an earlier version is in both indexes.
+			if rk := (runKey{job, slot}); !slices.Contains(indexed, rk) {
+				keys = append(keys, rk)
+			}
 		}
 	}
 	slices.SortFunc(keys, func(a, b runKey) int {
@@ -572,9 +602,10 @@ func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 // Prune deletes, for every job in the index, the runs whose slot is older
 // than store now - olderThan and that are finished or whose lease ended
 // before that cutoff; a run with a live lease is never deleted. It also
-// trims the job's history events older than the cutoff, and forgets a job
-// left with no keys. olderThan must exceed every job's maxLate: a pruned
-// slot that is not yet late would be won again.
+// trims the job's history events older than the cutoff, forgets a job
+// left with no keys, and indexes the runs an earlier version settled
+// without indexing them (see the layout above). olderThan must exceed every
+// job's maxLate: a pruned slot that is not yet late would be won again.
 func (b *Backend) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
 	if olderThan < 0 {
 		return 0, fmt.Errorf("prune: negative age %v", olderThan)
@@ -612,15 +643,19 @@ func (b *Backend) pruneJob(ctx context.Context, job string, olderThan time.Durat
 		if err != nil {
 			return deleted, err
 		}
-		if len(v) != 4 {
+		if len(v) != 5 {
 			return deleted, fmt.Errorf("unexpected script reply %v", v)
 		}
 		last, _ := v[2].(string)
-		nums, err := int64s([]any{v[0], v[1], v[3]})
+		nums, err := int64s([]any{v[0], v[1], v[3], v[4]})
 		if err != nil {
 			return deleted, err
 		}
 		deleted += nums[0]
+		if nums[3] > 0 {
+			b.log.Info("indexed runs an earlier version settled without indexing them",
+				zap.String("job", job), zap.Int64("runs", nums[3]))
+		}
 		if nums[1] == pruneBatch {
 			after = "(" + last
 			continue
