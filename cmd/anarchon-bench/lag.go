@@ -12,9 +12,9 @@ package main
 // second fork, as `date` would be), so the recorded instant is the first
 // thing the command does, and the lag is that instant minus the slot. The
 // daemons and the forker run the same argv with the same environment;
-// the daemons' jobs go through anarchond's supervisor (one more fork and
-// exec of the anarchond binary) and the forker's do not: that is part of
-// what the daemon costs.
+// the daemons' jobs go through the supervising parent (one more fork and
+// exec, of anarchon-supervise, built beside anarchond) and the forker's do
+// not: that is part of what the daemon costs.
 
 import (
 	"bytes"
