@@ -399,7 +399,11 @@ func (c *checker) doubleOK(d *runData) {
 					old.num, nw.num, old.num, msText(oe.EndMs), oe.EndMs-f.AtMs, faultText(f), KillGraceMs, nw.num, msText(nw.startMs())))
 				continue
 			}
-			if why := c.tl.disturbedIn(old.inst, oe.EndMs, nw.startMs()); why != "" {
+			why := c.tl.disturbedIn(old.inst, oe.EndMs, nw.startMs())
+			if why == "" {
+				why = c.leaseTrouble(old)
+			}
+			if why != "" {
 				c.excuse(KindDuplicate, d.key, fmt.Sprintf(
 					"attempts %d and %d both accepted by the fenced write; attempt %d ended before attempt %d started and its runner could not record the result: %s",
 					old.num, nw.num, old.num, nw.num, why))
@@ -415,6 +419,24 @@ func (c *checker) doubleOK(d *runData) {
 		ev = append(ev, nw.lines()...)
 		c.violateAs(KindDuplicate, "run|"+runID(d.key), d.key, ev...)
 	}
+}
+
+// leaseTrouble returns the runner's own word that a's lease was in danger:
+// a renewal went unanswered (a slow or lossy link: latency, load), or the
+// runner fenced itself; "" when its log says neither.
+func (c *checker) leaseTrouble(a *attempt) string {
+	for _, ev := range c.byRun[a.key] {
+		if ev.Inst != a.inst || !sameToken(ev.Token, a.token) {
+			continue
+		}
+		if strings.HasPrefix(ev.Msg, msgRenewFailedPfx) {
+			return "its renewals went unanswered (" + ev.Where() + ")"
+		}
+		if strings.HasPrefix(ev.Msg, msgSelfFencedPfx) {
+			return "no renewal got through and the runner fenced itself (" + ev.Where() + ")"
+		}
+	}
+	return ""
 }
 
 // orphanEnd returns the SIGKILL of a's runner that a's job outlived: its

@@ -375,6 +375,24 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			name: "a re-run after the runner's renewals went unanswered, excused", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				rerunAt20(t, f, true)
+			},
+			check: func(t *testing.T, r Report) {
+				if !excused(r, KindDuplicate, "renewals went unanswered", "daemon-2.log") {
+					t.Errorf("excused %v, want the double write excused by the runner's failed renewals", r.Excused)
+				}
+			},
+		},
+		{
+			name: "a re-run with no word of trouble: a violation", lease: true,
+			want: []string{KindDuplicate}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				rerunAt20(t, f, false)
+			},
+		},
+		{
 			name: "no takeover, excused: the store was down", lease: true,
 			setup: func(t *testing.T, f *fx) {
 				killAt30(f)
@@ -787,6 +805,25 @@ func selfFencedAt20(t *testing.T, f *fx, logged bool) {
 			log.Error("fenced by my own clock: no renewal succeeded within the lease (store unreachable, or this process was paused); stopping the job",
 				zap.String("job", "tick"), zap.Time("slot", time.UnixMilli(slot).UTC()), zap.Int("attempt", 1),
 				zap.String("instance", instName(2)), zap.String("token", tok(slot, 1, 2)[:8]))
+		})
+	}
+}
+
+// rerunAt20 has slot 20's attempt 1 on chaos-2 do its write at 22 s, and
+// attempt 2 on chaos-1 run again from 24.5 s; with logged, chaos-2's runner
+// says at 21.5 s that a renewal went unanswered.
+func rerunAt20(t *testing.T, f *fx, logged bool) {
+	slot := at(20)
+	f.drop(slot)
+	f.runs = append(f.runs, jrun{slot, 2, 1, tok(slot, 1, 2), slot + 10, at(22), 0, "ok"},
+		jrun{slot, 1, 2, tok(slot, 2, 1), at(24.5), at(26.5), 0, "ok"})
+	f.status = append(f.status, row(slot, 2, 1, tok(slot, 2, 1), "succeeded", 0))
+	if logged {
+		f.daemon[2] = logLines(t, at(21.5), func(log *zap.Logger) {
+			log.Warn("store unreachable: lease renewal failed; retrying",
+				zap.String("job", "tick"), zap.Time("slot", time.UnixMilli(slot).UTC()), zap.Int("attempt", 1),
+				zap.String("instance", instName(2)), zap.String("token", tok(slot, 1, 2)[:8]),
+				zap.String("error", "lease renewal got no answer within a heartbeat"))
 		})
 	}
 }

@@ -134,23 +134,10 @@ func (c *checker) unrecorded(k runKey, s StatusRow, a *attempt) {
 		// another to arrive.
 		why := c.tl.leaseLostIn(a.inst, a.startMs(), e.EndMs, j.LeaseMs-j.HeartbeatMs)
 		if why == "" {
-			// The runner's own word: its renewals went unanswered (a
-			// slow or lossy link: latency, load), or it fenced itself
-			// when none had succeeded within the lease, before it saw
-			// the command exit (a loaded host).
-			for _, ev := range c.byRun[a.key] {
-				if ev.Inst != a.inst || !sameToken(ev.Token, a.token) {
-					continue
-				}
-				if strings.HasPrefix(ev.Msg, msgRenewFailedPfx) {
-					why = "its renewals went unanswered (" + ev.Where() + ")"
-					break
-				}
-				if strings.HasPrefix(ev.Msg, msgSelfFencedPfx) {
-					why = "no renewal got through and the runner fenced itself (" + ev.Where() + ")"
-					break
-				}
-			}
+			// The runner's own word (a slow or lossy link, a loaded
+			// host; the runner may fence itself before it sees the
+			// command exit).
+			why = c.leaseTrouble(a)
 		}
 		if why != "" {
 			c.excuse(KindResult, k, fmt.Sprintf("status interrupted although attempt %d ended at %s: its lease ran out while %s, and the store refused the late result",
