@@ -90,6 +90,13 @@ func params(st store, dir string) testscript.Params {
 				soon = soon.Truncate(time.Minute).Add(time.Minute)
 			}
 			env.Setenv("SOON3", fmt.Sprintf("%d-%d %d %d * * *", soon.Second(), soon.Second()+2, soon.Minute(), soon.Hour()))
+			// SOON10 fires ten times, on consecutive seconds of one
+			// minute starting three seconds or more from now.
+			soon10 := time.Now().UTC().Add(3 * time.Second)
+			if soon10.Second() > 50 {
+				soon10 = soon10.Truncate(time.Minute).Add(time.Minute)
+			}
+			env.Setenv("SOON10", fmt.Sprintf("%d-%d %d %d * * *", soon10.Second(), soon10.Second()+9, soon10.Minute(), soon10.Hour()))
 			// Several daemons run on this host: each serves its metrics on
 			// a port of its own.
 			env.Setenv("ANARCHON_METRICS_LISTEN", "127.0.0.1:0")
@@ -126,6 +133,7 @@ func params(st store, dir string) testscript.Params {
 			"chmod":         cmdChmod,
 			"proxy":         cmdProxy,
 			"linecount":     cmdLineCount,
+			"waitfiles":     cmdWaitFiles,
 			"sleep":         cmdSleep,
 			"now":           cmdNow,
 			"waitslot":      cmdWaitSlot,
@@ -275,6 +283,40 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s: %d line(s) matching %q did not appear within %v; it holds:\n%s%s", args[0], count, args[1], timeout, data, daemonLogs(ts))
 	}
 	ts.Logf("%s: %d line(s) matching %q after %v", args[0], count, args[1], time.Since(start).Round(time.Millisecond))
+}
+
+// waitfiles [-t timeout] files glob n: await files files matching glob,
+// each with at least n lines (within 60s by default).
+func cmdWaitFiles(ts *testscript.TestScript, neg bool, args []string) {
+	timeout, args := timeoutFlag(ts, args, 60*time.Second)
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: waitfiles [-t timeout] files glob n")
+	}
+	files, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	n, err := strconv.Atoi(args[2])
+	ts.Check(err)
+	start := time.Now()
+	short := ""
+	ok := poll(timeout, func() bool {
+		paths, _ := filepath.Glob(ts.MkAbs(args[1]))
+		if len(paths) < files {
+			short = fmt.Sprintf("%d files of %d", len(paths), files)
+			return false
+		}
+		for _, p := range paths {
+			data, _ := os.ReadFile(p)
+			if got := strings.Count(string(data), "\n"); got < n {
+				short = fmt.Sprintf("%s has %d lines", filepath.Base(p), got)
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		ts.Fatalf("%s: %d files of %d lines did not appear within %v: %s%s", args[1], files, n, timeout, short, daemonLogs(ts))
+	}
+	ts.Logf("%s: %d files of %d lines after %v", args[1], files, n, time.Since(start).Round(time.Millisecond))
 }
 
 // daemonLogs returns the last lines of the daemons' logs (i*.log) in the
