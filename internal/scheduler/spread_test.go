@@ -150,7 +150,7 @@ func TestFirstClaimWaitsItsSpreadDelay(t *testing.T) {
 	h := newHarness(t)
 	const spread = 300 * time.Millisecond
 	b := &timed{Backend: h.store}
-	h.start("a", b, false, spreadJob("tick", "* * * * * *", spread))
+	st := h.start("a", b, false, spreadJob("tick", "* * * * * *", spread))
 	for sec := 0; sec <= 6; sec++ {
 		slot := slotTime(sec)
 		if sec > 0 {
@@ -175,6 +175,9 @@ func TestFirstClaimWaitsItsSpreadDelay(t *testing.T) {
 		if e.e.Fence.Slot != slotOf(sec) {
 			t.Fatalf("ran %s, want slot +%ds", e.e.Fence, sec)
 		}
+		// The execution must have ended before the next slot's delay is
+		// computed: a running one weights the delay (weightedDelay).
+		awaitIdle(t, st.s)
 		got := b.of("tick", slotOf(sec))
 		if len(got) != 1 || !got[0].at.Equal(target) {
 			t.Fatalf("slot +%ds: claims %v, want one sent at %v", sec, got, target)
