@@ -34,9 +34,7 @@ func (f *Fake) Now() time.Time {
 func (f *Fake) NewTimer(d time.Duration) Timer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t := &fakeTimer{f: f, c: make(chan time.Time, 1)}
-	t.arm(d)
-	return t
+	return f.newTimerAt(f.now.Add(d))
 }
 
 // NewTimerAt returns a timer firing when the fake time reaches t; if it
@@ -44,6 +42,11 @@ func (f *Fake) NewTimer(d time.Duration) Timer {
 func (f *Fake) NewTimerAt(t time.Time) Timer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.newTimerAt(t)
+}
+
+// newTimerAt arms a new timer at t; f.mu must be held.
+func (f *Fake) newTimerAt(t time.Time) Timer {
 	tm := &fakeTimer{f: f, c: make(chan time.Time, 1)}
 	tm.armAt(t)
 	return tm
