@@ -67,14 +67,7 @@ func SleepUntil(ctx context.Context, c Clock, t time.Time) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	tm := NewTimerAt(c, t)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C():
-		return nil
-	}
+	return await(ctx, NewTimerAt(c, t))
 }
 
 // Sleep waits for d on c, or until ctx is done (then it returns ctx.Err()).
@@ -82,7 +75,11 @@ func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := c.NewTimer(d)
+	return await(ctx, c.NewTimer(d))
+}
+
+// await waits for t to fire or ctx to be done, and stops t.
+func await(ctx context.Context, t Timer) error {
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
