@@ -1,7 +1,9 @@
-// Command anarchon-supervise is the supervising parent of anarchond's jobs
-// (see internal/supervise): a separate binary, beside anarchond, because it
-// starts once per job and a program importing only the standard library
-// starts in a fraction of anarchond's time.
+// Command anarchon-supervise keeps the processes of anarchond's jobs from
+// outliving the daemon (see internal/supervise): `anarchon-supervise
+// --guard` is the daemon's job guard, `anarchon-supervise -- argv...` a
+// job's supervising parent. A separate binary, beside anarchond, because a
+// program importing only the standard library starts in a fraction of
+// anarchond's time.
 package main
 
 import (

@@ -25,6 +25,7 @@ import (
 	"github.com/anarchon/anarchon/internal/metrics"
 	"github.com/anarchon/anarchon/internal/runner"
 	"github.com/anarchon/anarchon/internal/scheduler"
+	"github.com/anarchon/anarchon/internal/supervise"
 )
 
 // Options are what the daemon needs besides the config.
@@ -76,6 +77,21 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance,
 		Supervisor: o.Supervisor, BaseEnv: jobEnviron(o.Environ), Hooks: m.RunnerHooks(),
 	}
+	// The jobs start directly, each the leader of its process group, and one
+	// guard process takes the groups down if the daemon dies; without a
+	// guard each job starts under a supervising process of its own, which
+	// costs a Go program's start on every job.
+	started := "supervisor " + strings.TrimSuffix(strings.Join(o.Supervisor, " "), " --")
+	if argv := guardCommand(o.Supervisor); argv != nil {
+		g, err := runner.StartGuard(argv, log)
+		if err != nil {
+			log.Warn("no job guard: every job starts under a supervising process of its own", zap.Error(err))
+		} else {
+			defer g.Close()
+			r.Guard = g
+			started = "guard " + strings.Join(argv, " ")
+		}
+	}
 	s, err := scheduler.New(scheduler.Options{
 		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance, Executor: r,
 		ShutdownGrace: cfg.ShutdownGrace, Retention: cfg.Backend.Retention,
@@ -120,17 +136,31 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		notify(log, "STOPPING=1")
 	})
 
-	// The supervisor shows whether jobs start under the small
-	// anarchon-supervise or the slower fallback, `anarchond supervise`.
+	// processes shows how jobs start: directly, watched by the guard (the
+	// small anarchon-supervise, or the fallback `anarchond supervise`), or
+	// each under a supervisor.
 	log.Info("anarchond started", zap.String("instance", cfg.Instance), zap.String("backend", cfg.Backend.Type),
-		zap.Int("jobs", len(cfg.Jobs)), zap.String("config", cfg.File),
-		zap.String("supervisor", strings.TrimSuffix(strings.Join(o.Supervisor, " "), " --")))
+		zap.Int("jobs", len(cfg.Jobs)), zap.String("config", cfg.File), zap.String("processes", started))
 	m.SetReady(true)
 	notify(log, fmt.Sprintf("READY=1\nSTATUS=scheduling %d job(s) on %s", len(cfg.Jobs), cfg.Backend.Type))
 	err = s.Run(ctx)
 	cancelWorkers()
 	log.Info("anarchond stopped")
 	return err
+}
+
+// guardCommand is the job guard's argv for the supervisor prefix sup (which
+// ends in "--"): the same program with supervise.GuardFlag. nil when sup is
+// empty.
+func guardCommand(sup []string) []string {
+	sup = slices.Clone(sup)
+	if n := len(sup); n > 0 && sup[n-1] == "--" {
+		sup = sup[:n-1]
+	}
+	if len(sup) == 0 {
+		return nil
+	}
+	return append(sup, supervise.GuardFlag)
 }
 
 // jobEnviron is the daemon's environment without what systemd handed the

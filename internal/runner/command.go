@@ -38,7 +38,7 @@ func (r *Runner) prepare(e Execution) (launch, error) {
 	default:
 		return l, fmt.Errorf("job %q: no command", name)
 	}
-	if len(r.Supervisor) == 0 || r.Supervisor[0] == "" {
+	if r.Guard == nil && (len(r.Supervisor) == 0 || r.Supervisor[0] == "") {
 		return l, errors.New("runner: no supervisor command configured")
 	}
 	if job.Workdir != "" {

@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	if sharedGuard.g != nil {
+		sharedGuard.g.Close()
+	}
 	if smallBuild.dir != "" {
 		os.RemoveAll(smallBuild.dir)
 	}
@@ -95,8 +98,38 @@ func supervisors(t *testing.T) map[string][]string {
 	}
 }
 
+// sharedGuard is the job guard of the package's tests: this test binary in
+// the guard's mode, started on first use, closed by TestMain.
+var sharedGuard struct {
+	once sync.Once
+	g    *Guard
+	err  error
+}
+
+// testGuard returns the shared job guard.
+func testGuard(t *testing.T) *Guard {
+	t.Helper()
+	sharedGuard.once.Do(func() {
+		exe, err := os.Executable()
+		if err != nil {
+			sharedGuard.err = err
+			return
+		}
+		sharedGuard.g, sharedGuard.err = StartGuard([]string{exe, superviseArg, supervise.GuardFlag}, nil)
+	})
+	if sharedGuard.err != nil {
+		t.Fatal(sharedGuard.err)
+	}
+	return sharedGuard.g
+}
+
+// guardArg, in place of a supervisor's argv prefix, has the stand-in daemon
+// start its jobs directly, watched by a guard (this test binary).
+const guardArg = "guard"
+
 // orphanCommand is the job of the stand-in daemon: a shell with a background
-// grandchild; it writes the supervisor's, the shell's and the sleep's pids.
+// grandchild; it writes its parent's (the supervisor, or the daemon when a
+// guard watches the job), the shell's and the sleep's pids.
 const orphanCommand = `echo $PPID > sup.tmp && mv sup.tmp sup.pid
 echo $$ > sh.tmp && mv sh.tmp sh.pid
 sleep 30 &
@@ -104,12 +137,22 @@ echo $! > sleep.tmp && mv sleep.tmp sleep.pid
 wait`
 
 // helperDaemon runs orphanCommand in dir with a Runner whose supervisor is
-// the argv prefix sup, like the daemon would, until the test SIGKILLs this
-// process.
+// the argv prefix sup (or, when sup is guardArg, with a guard), like the
+// daemon would, until the test SIGKILLs this process.
 func helperDaemon(dir string, sup []string) int {
 	r := &Runner{
 		Backend: &store{}, Clock: clock.Real{}, Instance: "helper",
 		Supervisor: sup, BaseEnv: os.Environ(),
+	}
+	if len(sup) == 1 && sup[0] == guardArg {
+		exe, err := os.Executable()
+		if err == nil {
+			r.Guard, err = StartGuard([]string{exe, superviseArg, supervise.GuardFlag}, nil)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "helper daemon: %v\n", err)
+			return 1
+		}
 	}
 	job := config.Job{Name: "orphan", Command: orphanCommand, Shell: "/bin/sh", Workdir: dir,
 		Timeout: time.Minute, KillGrace: time.Second, OutputTailBytes: 1024}
@@ -232,8 +275,10 @@ func shellJob(name, command string) config.Job {
 // race runtime's 1 s sleep at exit.
 const noRaceExitSleep = "GORACE=atexit_sleep_ms=0"
 
-// newRunner returns a Runner whose supervisor is this test binary and whose
-// log is observed at debug level.
+// newRunner returns a Runner that starts its jobs directly, watched by the
+// shared guard (as the daemon does), whose supervisor (used when Guard is
+// set to nil) is this test binary, and whose log is observed at debug
+// level.
 func newRunner(t *testing.T, b claim.Backend, clk clock.Clock) (*Runner, *observer.ObservedLogs) {
 	t.Helper()
 	exe, err := os.Executable()
@@ -243,7 +288,7 @@ func newRunner(t *testing.T, b claim.Backend, clk clock.Clock) (*Runner, *observ
 	core, logs := observer.New(zapcore.DebugLevel)
 	return &Runner{
 		Backend: b, Clock: clk, Log: zap.New(core), Instance: "test-1",
-		Supervisor: []string{exe, superviseArg, "--"},
+		Supervisor: []string{exe, superviseArg, "--"}, Guard: testGuard(t),
 		BaseEnv: []string{"PATH=" + os.Getenv("PATH"), "BASE_ONLY=base", "SHARED=base",
 			noRaceExitSleep},
 	}, logs

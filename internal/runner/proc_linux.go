@@ -6,6 +6,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/anarchon/anarchon/internal/supervise"
 )
 
 // platformCheck reports whether the runner works here (Linux: yes).
@@ -15,6 +17,21 @@ func platformCheck() error { return nil }
 // has the kernel send it SIGTERM when the daemon dies.
 func supervisorAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+}
+
+// jobAttr makes a job started without a supervisor (a Guard watches its
+// group) the leader of a new process group, with the parent-death signal
+// SIGKILL (for the moment between its start and the guard's reading of its
+// group), and the credentials of spec. The kernel sends the signal when the
+// forking thread ends, not the process (go.dev/issue/27505): the Go runtime
+// ends a thread only when a goroutine exits locked to it, which nothing in
+// anarchond does.
+func jobAttr(spec supervise.Spec) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if spec.UID != nil {
+		a.Credential = &syscall.Credential{Uid: *spec.UID, Gid: spec.GID, Groups: spec.Groups}
+	}
+	return a
 }
 
 // signalGroup sends sig to the process group pgid.

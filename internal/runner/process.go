@@ -2,10 +2,14 @@ package runner
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -15,25 +19,38 @@ import (
 	"github.com/anarchon/anarchon/internal/supervise"
 )
 
-// process is a started supervisor, the leader of the job's process group.
+// process is the leader of the job's process group: the job's supervisor,
+// or the job itself when a Guard watches the group.
 type process struct {
-	cmd    *exec.Cmd
-	pid    int // also the process group id
+	cmd    *exec.Cmd // nil: the job's program could not be started
+	pid    int       // also the process group id
 	out    *output
-	exited chan struct{} // closed once the supervisor has exited (not yet reaped)
+	exited chan struct{} // closed once the leader has exited (not yet reaped)
+	guard  *Guard        // the group's guard, or nil
+	code   int           // the exit code when cmd is nil
 
 	mu     sync.Mutex
 	reaped bool // the group id may be reused: no more group signals
 }
 
-// start starts the supervisor running l, its output piped to the log.
+// start starts l, its output piped to the log: directly, as the leader of
+// a new process group that r.Guard watches, or under its supervisor when
+// there is no guard.
 func (r *Runner) start(l launch, tailBytes int, log *zap.Logger) (*process, error) {
 	if err := platformCheck(); err != nil {
 		return nil, err
 	}
-	spec, err := json.Marshal(l.spec)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the supervisor's spec: %w", err)
+	var cmd *exec.Cmd
+	if r.Guard != nil {
+		cmd = &exec.Cmd{Path: l.argv[0], Args: l.argv, Env: l.env, Dir: l.spec.Dir, SysProcAttr: jobAttr(l.spec)}
+	} else {
+		spec, err := json.Marshal(l.spec)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the supervisor's spec: %w", err)
+		}
+		cmd = exec.Command(r.Supervisor[0], append(slices.Clone(r.Supervisor[1:]), l.argv...)...)
+		cmd.Env = append(slices.Clone(l.env), supervise.Env+"="+string(spec))
+		cmd.SysProcAttr = supervisorAttr()
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -45,11 +62,27 @@ func (r *Runner) start(l launch, tailBytes int, log *zap.Logger) (*process, erro
 		outW.Close()
 		return nil, fmt.Errorf("creating the stderr pipe: %w", err)
 	}
-	cmd := exec.Command(r.Supervisor[0], append(slices.Clone(r.Supervisor[1:]), l.argv...)...)
-	cmd.Env = append(slices.Clone(l.env), supervise.Env+"="+string(spec))
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.SysProcAttr = supervisorAttr()
-	err = cmd.Start()
+	if r.Guard != nil {
+		err = lookPath(cmd, l.env)
+	}
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil && r.Guard != nil {
+		// As the supervisor does: the job's program could not be
+		// started; its exit code says why and the error is its output.
+		fmt.Fprintf(errW, "anarchond: %v\n", err)
+		outW.Close()
+		errW.Close()
+		p := &process{out: newOutput(log, outR, errR, tailBytes), exited: make(chan struct{}), reaped: true,
+			code: supervise.ExitCannotExecute}
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			p.code = supervise.ExitNotFound
+		}
+		close(p.exited)
+		return p, nil
+	}
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -57,15 +90,49 @@ func (r *Runner) start(l launch, tailBytes int, log *zap.Logger) (*process, erro
 		errR.Close()
 		return nil, fmt.Errorf("starting the supervisor: %w", err)
 	}
-	p := &process{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{})}
+	p := &process{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), guard: r.Guard}
+	if p.guard != nil {
+		p.guard.add(p.pid)
+	}
 	p.out = newOutput(log, outR, errR, tailBytes)
 	go func() {
 		if err := waitExited(p.pid); err != nil {
-			log.Error("waiting for the supervisor", zap.Error(err))
+			log.Error("waiting for the job's process", zap.Error(err))
 		}
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// lookPath sets cmd.Path to the program of cmd.Args[0], searched in the
+// PATH of the job's environment env (not the daemon's) when it names no
+// directory, as the job's shell would.
+func lookPath(cmd *exec.Cmd, env []string) error {
+	name := cmd.Args[0]
+	if strings.Contains(name, "/") {
+		cmd.Path = name
+		return nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if !filepath.IsAbs(p) && cmd.Dir != "" {
+			p = filepath.Join(cmd.Dir, p)
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			cmd.Path = p
+			return nil
+		}
+	}
+	return &exec.Error{Name: name, Err: exec.ErrNotFound}
 }
 
 // signal sends sig to the job's whole process group, unless the group's
@@ -82,13 +149,18 @@ func (p *process) signal(sig syscall.Signal) {
 // the process group, reaps the supervisor, waits for the output to be read
 // and returns the exit code.
 func (p *process) finish(clk clock.Clock, log *zap.Logger) int {
-	p.mu.Lock()
-	// The supervisor is a zombie still, so its pid, the group's id, cannot be
-	// reused yet: this kills only processes the job left behind.
-	_ = signalGroup(p.pid, syscall.SIGKILL)
-	p.reaped = true
-	p.mu.Unlock()
-	_ = p.cmd.Wait() // the exit status is in ProcessState
+	if p.cmd != nil {
+		p.mu.Lock()
+		// The leader is a zombie still, so its pid, the group's id, cannot
+		// be reused yet: this kills only processes the job left behind.
+		_ = signalGroup(p.pid, syscall.SIGKILL)
+		p.reaped = true
+		p.mu.Unlock()
+		if p.guard != nil {
+			p.guard.remove(p.pid)
+		}
+		_ = p.cmd.Wait() // the exit status is in ProcessState
+	}
 	select {
 	case <-p.out.done:
 	default:
@@ -101,6 +173,9 @@ func (p *process) finish(clk clock.Clock, log *zap.Logger) int {
 			<-p.out.done
 		}
 		t.Stop()
+	}
+	if p.cmd == nil {
+		return p.code
 	}
 	return exitCodeOf(p.cmd.ProcessState)
 }

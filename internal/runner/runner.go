@@ -1,24 +1,32 @@
 // Package runner runs one won attempt of a job (SPEC §4, §6). It forks the
-// command under a supervising parent, streams the command's output into the
-// log, heartbeats the lease on lease backends, stops the command when the
-// attempt is fenced, times out or the daemon stops, and records the result
-// fenced by the attempt's token.
+// command, streams the command's output into the log, heartbeats the lease
+// on lease backends, stops the command when the attempt is fenced, times out
+// or the daemon stops, and records the result fenced by the attempt's token.
 //
 // # Process tree
 //
-// The runner starts the supervisor (Runner.Supervisor: the small
-// anarchon-supervise binary, or the hidden `anarchond supervise` command as
-// the fallback; both run internal/supervise's Main) as the leader of a new
-// process group, with the parent-death signal SIGTERM. The supervisor starts
-// the job in that same group. If the daemon dies, even by SIGKILL, the kernel
-// sends SIGTERM to the supervisor, which sees that its parent is gone and
-// SIGKILLs the whole group, grandchildren included. Every stop by the daemon
-// (timeout, fencing, shutdown) signals the whole group: SIGTERM, then SIGKILL
-// after the job's killGrace. When the supervisor exits, whatever is left in
-// the group (background processes the job did not wait for) is SIGKILLed
-// before the result is recorded: no process of an attempt outlives its
-// result. A process that leaves the group (setsid, setpgid) escapes all of
-// this; the runner then stops waiting for its output after 5 s.
+// The daemon starts one job guard (Guard: the small anarchon-supervise
+// binary, or the hidden `anarchond supervise` command as the fallback, with
+// --guard; both run internal/supervise). The runner then starts each job
+// itself as the leader of a new process group, with the parent-death signal
+// SIGKILL, and tells the guard of the group through a pipe whose write end
+// only the daemon holds. If the daemon dies, even by SIGKILL, the guard reads
+// EOF and SIGKILLs every group still listed, grandchildren included. A job's
+// start costs the fork of the job alone: no process of anarchon's starts
+// with it.
+//
+// Without a guard (Runner.Guard nil: the daemon could not start one), the
+// runner starts each job under a supervisor of its own (Runner.Supervisor),
+// the leader of the job's group, with the parent-death signal SIGTERM: when
+// the daemon dies it sees that its parent is gone and SIGKILLs the group.
+//
+// Either way, every stop by the daemon (timeout, fencing, shutdown) signals
+// the whole group: SIGTERM, then SIGKILL after the job's killGrace. When the
+// group's leader exits, whatever is left in the group (background processes
+// the job did not wait for) is SIGKILLed before the result is recorded: no
+// process of an attempt outlives its result. A process that leaves the group
+// (setsid, setpgid) escapes all of this; the runner then stops waiting for
+// its output after 5 s.
 //
 // # Decisions
 //
@@ -28,14 +36,14 @@
 //     the SIGTERM and exited; the status is timeout in every case.
 //   - A command that cannot be started (unknown user, `user:` while the daemon
 //     is not root, missing workdir, no supervisor) is recorded as failed with
-//     exit code -1, the error as its output tail, and Report.Err set. The
-//     supervisor itself exits 127 when the job's program is not found, 126
-//     when it cannot be executed and 125 when the supervisor is misused; those
-//     are recorded as ordinary failures with that code, the message in the
-//     output tail.
-//   - `user:`: when the daemon runs as root the supervisor stays root and starts
-//     the job with the user's uid, gid and supplementary groups (chdir to the
-//     workdir happens as that user); HOME, USER and LOGNAME are set to the
+//     exit code -1, the error as its output tail, and Report.Err set. A job
+//     whose program is not found (in the PATH of the job's environment) exits
+//     127, one whose program cannot be executed 126, as in a shell (and a
+//     misused supervisor 125); those are recorded as ordinary failures with
+//     that code, the message in the output tail.
+//   - `user:`: when the daemon runs as root the job starts with the user's
+//     uid, gid and supplementary groups (chdir to the workdir happens as
+//     that user); HOME, USER and LOGNAME are set to the
 //     user's before the job's env: map. When the daemon is not root, a user
 //     other than the daemon's own is an error; the daemon's own user is fine.
 //   - Self-fencing margin: Lease/5. With no successful renewal for
@@ -104,6 +112,9 @@ type Runner struct {
 	// {"/usr/bin/anarchond", "supervise", "--"}; the job's argv is appended.
 	// The daemon picks it beside os.Executable() (cli.SupervisorCommand).
 	Supervisor []string
+	// Guard, when set, watches the jobs' process groups (StartGuard): the
+	// runner then starts each job directly, without a supervisor.
+	Guard *Guard
 	// BaseEnv is the environment every job starts from (the daemon's own,
 	// os.Environ()).
 	BaseEnv []string

@@ -143,31 +143,37 @@ func TestExitCodes(t *testing.T) {
 		{"zero", "true", nil, 0, claim.StatusSucceeded, ""},
 		{"three", "exit 3", nil, 3, claim.StatusFailed, ""},
 		{"killed by a signal", "kill -9 $$", nil, 137, claim.StatusFailed, ""},
-		{"program not found", "", []string{"/nonexistent/program"}, 127, claim.StatusFailed, "anarchon-supervise: "},
-		{"not executable", "", []string{"/etc/hostname"}, 126, claim.StatusFailed, "anarchon-supervise: "},
+		{"program not found", "", []string{"/nonexistent/program"}, 127, claim.StatusFailed, "/nonexistent/program"},
+		{"program not on the PATH", "", []string{"anarchon-no-such-program"}, 127, claim.StatusFailed, "anarchon-no-such-program"},
+		{"not executable", "", []string{"/etc/hostname"}, 126, claim.StatusFailed, "/etc/hostname"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := &store{}
-			r, _ := newRunner(t, s, clock.Real{})
-			job := shellJob("codes", tc.command)
-			job.Args = tc.args
-			rep := run(t, r, context.Background(), execution(job), 30*time.Second)
-			if rep.Status != tc.status || rep.ExitCode != tc.code || !rep.Recorded || rep.Fenced || rep.Err != nil {
-				t.Fatalf("report = %+v, want %s/%d", rep, tc.status, tc.code)
-			}
-			fins, _ := s.finished()
-			f := fins[0]
-			if f.Status != tc.status || f.ExitCode != tc.code || !strings.Contains(f.OutputTail, tc.output) {
-				t.Fatalf("recorded %+v", f)
-			}
-			if f.StartedAt.IsZero() || f.FinishedAt.Before(f.StartedAt) {
-				t.Fatalf("recorded times %v .. %v", f.StartedAt, f.FinishedAt)
-			}
-			if s.fences[0] != execution(job).Fence {
-				t.Fatalf("recorded with fence %v", s.fences[0])
-			}
-		})
+		for _, guarded := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/guard=%v", tc.name, guarded), func(t *testing.T) {
+				t.Parallel()
+				s := &store{}
+				r, _ := newRunner(t, s, clock.Real{})
+				if !guarded {
+					r.Guard = nil // under the supervisor
+				}
+				job := shellJob("codes", tc.command)
+				job.Args = tc.args
+				rep := run(t, r, context.Background(), execution(job), 30*time.Second)
+				if rep.Status != tc.status || rep.ExitCode != tc.code || !rep.Recorded || rep.Fenced || rep.Err != nil {
+					t.Fatalf("report = %+v, want %s/%d", rep, tc.status, tc.code)
+				}
+				fins, _ := s.finished()
+				f := fins[0]
+				if f.Status != tc.status || f.ExitCode != tc.code || !strings.Contains(f.OutputTail, tc.output) {
+					t.Fatalf("recorded %+v", f)
+				}
+				if f.StartedAt.IsZero() || f.FinishedAt.Before(f.StartedAt) {
+					t.Fatalf("recorded times %v .. %v", f.StartedAt, f.FinishedAt)
+				}
+				if s.fences[0] != execution(job).Fence {
+					t.Fatalf("recorded with fence %v", s.fences[0])
+				}
+			})
+		}
 	}
 }
 
@@ -477,11 +483,12 @@ func TestUserChecks(t *testing.T) {
 	}
 }
 
+// Without a guard, a runner needs a supervisor.
 func TestNoSupervisor(t *testing.T) {
 	t.Parallel()
 	s := &store{}
 	r, _ := newRunner(t, s, clock.Real{})
-	r.Supervisor = nil
+	r.Supervisor, r.Guard = nil, nil
 	rep := run(t, r, context.Background(), execution(shellJob("x", "true")), 30*time.Second)
 	if rep.Status != claim.StatusFailed || rep.ExitCode != -1 || rep.Err == nil ||
 		!strings.Contains(rep.Err.Error(), "no supervisor") {

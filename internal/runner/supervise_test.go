@@ -16,14 +16,17 @@ import (
 )
 
 // THE test of SPEC §4: a daemon killed with SIGKILL leaves no process of its
-// job behind, grandchildren included, with either supervisor.
+// job behind, grandchildren included: with the guard (the jobs started
+// directly), and with either supervisor.
 func TestDaemonKilledTakesDownTheJob(t *testing.T) {
 	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, prefix := range supervisors(t) {
+	modes := supervisors(t)
+	modes["guard"] = []string{guardArg}
+	for name, prefix := range modes {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -43,8 +46,15 @@ func TestDaemonKilledTakesDownTheJob(t *testing.T) {
 					t.Fatalf("pid %d is not running before the daemon is killed", pid)
 				}
 			}
-			if pgid, _ := syscall.Getpgid(sleep); pgid != sup {
-				t.Fatalf("the sleep is in process group %d, want the supervisor's %d", pgid, sup)
+			leader := sup // the supervisor leads the job's group
+			if name == "guard" {
+				leader = sh // the job itself does
+				if sup != daemon.Process.Pid {
+					t.Fatalf("the shell's parent is %d, want the daemon %d", sup, daemon.Process.Pid)
+				}
+			}
+			if pgid, _ := syscall.Getpgid(sleep); pgid != leader {
+				t.Fatalf("the sleep is in process group %d, want %d", pgid, leader)
 			}
 			if err := daemon.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)

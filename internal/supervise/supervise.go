@@ -1,14 +1,20 @@
-// Package supervise is the supervising parent of a job (SPEC §4): the
-// process the runner starts as the leader of the job's process group, with
-// the parent-death signal, so that a daemon killed even by SIGKILL takes the
-// whole group, grandchildren included, down with it.
+// Package supervise keeps the processes of a daemon's jobs from outliving
+// the daemon (SPEC §4): a daemon killed even by SIGKILL takes each job's
+// whole process group, grandchildren included, down with it. It holds the
+// two programs that do it:
 //
-// It runs once per job start, so its start-up is on every job's start lag:
-// this package and its small binary, cmd/anarchon-supervise, import nothing
-// but the standard library (a test keeps it so). The daemon's own binary
-// also serves as the supervisor (`anarchond supervise -- <argv...>`) when
-// anarchon-supervise is not installed beside it, at the cost of its package
-// initialisation (prometheus, the store clients, cobra...) on every start.
+//   - the job guard (Guard, `--guard`): one process per daemon, told of each
+//     job's process group by the daemon through a pipe; EOF on that pipe is
+//     the daemon's death, and the guard kills every group still listed. The
+//     daemon runs one, and starts its jobs directly;
+//   - the supervisor (Main): one process per job, the leader of the job's
+//     group with the parent-death signal; the daemon starts its jobs under
+//     it when it has no guard.
+//
+// Both come in the small binary cmd/anarchon-supervise, which imports
+// nothing but the standard library (a test keeps it so), and in the daemon's
+// own binary (`anarchond supervise …`) when anarchon-supervise is not
+// installed beside it.
 //
 // The runner (internal/runner) imports this package for the instructions it
 // passes (Env, Spec) and the exit codes; this package imports nothing of the

@@ -26,11 +26,16 @@ import (
 // exit code, 128+N if the job was killed by signal N, ExitNotFound if the
 // program was not found, ExitCannotExecute if it could not be started, and
 // ExitMisuse when the supervisor itself is misused.
+//
+// Given GuardFlag alone, Main is the daemon's job guard instead (Guard).
 func Main(argv []string) int {
 	// Catch, not ignore: an ignored disposition would be inherited by the job.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
+	if len(argv) == 1 && argv[0] == GuardFlag {
+		return Guard(os.Stdin)
+	}
 	if len(argv) > 0 && argv[0] == "--" {
 		argv = argv[1:]
 	}

@@ -123,8 +123,8 @@ func (in *instance) waitReady(ctx context.Context, d time.Duration) error {
 	})
 }
 
-// kill SIGKILLs the daemon and waits until it is gone. Its supervisors
-// take its jobs' process groups down with it (SPEC §4).
+// kill SIGKILLs the daemon and waits until it is gone. Its job guard
+// takes its jobs' process groups down with it (SPEC §4).
 func (in *instance) kill() error {
 	p := in.proc
 	p.expected.Store(true)

@@ -766,9 +766,17 @@ func ppid(ts *testscript.TestScript, pid int) int {
 	return p
 }
 
+// comm returns the command name of pid.
+func comm(ts *testscript.TestScript, pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	ts.Check(err)
+	return strings.TrimSpace(string(data))
+}
+
 // runner-signal SIG file: send SIG (KILL, STOP, CONT, TERM) to the daemon
 // running the job whose shell wrote its pid as the last field of file's
-// first line. The shell's parent is the supervisor; its parent the daemon.
+// first line: the shell's nearest ancestor named anarchond (its parent, or
+// its supervisor's parent when the daemon runs without a guard).
 func cmdRunnerSignal(ts *testscript.TestScript, neg bool, args []string) {
 	sigs := map[string]syscall.Signal{"KILL": syscall.SIGKILL, "STOP": syscall.SIGSTOP, "CONT": syscall.SIGCONT, "TERM": syscall.SIGTERM}
 	if neg || len(args) != 2 || sigs[args[0]] == 0 {
@@ -778,7 +786,13 @@ func cmdRunnerSignal(ts *testscript.TestScript, neg bool, args []string) {
 	f := strings.Fields(first)
 	pid, err := strconv.Atoi(f[len(f)-1])
 	ts.Check(err)
-	daemon := ppid(ts, ppid(ts, pid))
+	daemon := ppid(ts, pid)
+	for comm(ts, daemon) != "anarchond" {
+		if daemon <= 1 {
+			ts.Fatalf("job shell %d: no anarchond among its ancestors", pid)
+		}
+		daemon = ppid(ts, daemon)
+	}
 	ts.Logf("signal %s to daemon %d (job shell %d)", args[0], daemon, pid)
 	ts.Check(syscall.Kill(daemon, sigs[args[0]]))
 }

@@ -28,9 +28,9 @@ const (
 	MissedMarginMs = 2000
 )
 
-// KillGraceMs is the job supervisor's group-kill latency: after a daemon is
-// SIGKILLed, its supervisor notices the parent's death and kills the job's
-// process group asynchronously, so a job may outlive its daemon by up to
+// KillGraceMs is the job guard's group-kill latency: after a daemon is
+// SIGKILLed, its guard reads EOF and kills the jobs' process groups
+// asynchronously, so a job may outlive its daemon by up to
 // about 200 ms, and may even write its start record a few ms after the
 // kill. A job with no end record whose runner was killed is taken to have
 // run until the kill plus this grace; a job that ended within it after the
