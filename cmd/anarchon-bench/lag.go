@@ -11,10 +11,10 @@ package main
 // $EPOCHREALTIME is bash's own variable (gettimeofday when expanded: no
 // second fork, as `date` would be), so the recorded instant is the first
 // thing the command does, and the lag is that instant minus the slot. The
-// daemons and the forker run the same argv with the same environment;
-// the daemons' jobs go through the supervising parent (one more fork and
-// exec, of anarchon-supervise, built beside anarchond) and the forker's do
-// not: that is part of what the daemon costs.
+// daemons and the forker run the same argv with the same environment, and
+// both fork it directly (the daemons' job guard, anarchon-supervise built
+// beside anarchond, forks nothing); what the daemons add is the claim, the
+// work-spread hold-back and their own bookkeeping.
 
 import (
 	"bytes"
@@ -54,9 +54,10 @@ type lagResult struct {
 	// The daemons' lag split by their own log lines (JSON, level info),
 	// for the window's runs: slot -> the winning claim's answer ("claim",
 	// outcome won: includes the work-spread hold-back and the claim's round
-	// trip), and slot -> the supervisor started ("job started", logged once
-	// the supervisor's exec succeeded). The rest, up to DaemonP50/P99, is
-	// the supervisor starting the job. Zero when not logged.
+	// trip), and slot -> the job's process started ("job started", logged
+	// once its exec succeeded: the job's own, or its supervisor's when the
+	// daemon has no guard). The rest, up to DaemonP50/P99, is the shell
+	// reaching its first instruction. Zero when not logged.
 	ClaimedP50, ClaimedP99 time.Duration
 	SpawnedP50, SpawnedP99 time.Duration
 	// ClaimOutcomes counts the outcomes of the daemons' claims of the

@@ -60,7 +60,7 @@ var smallBuild struct {
 
 // smallSupervisor returns the path of the anarchon-supervise binary, built
 // on first use into a temporary directory that TestMain removes.
-func smallSupervisor(t *testing.T) string {
+func smallSupervisor(t testing.TB) string {
 	t.Helper()
 	smallBuild.once.Do(func() {
 		dir, err := os.MkdirTemp("", "anarchon-runner-test-")
@@ -107,7 +107,7 @@ var sharedGuard struct {
 }
 
 // testGuard returns the shared job guard.
-func testGuard(t *testing.T) *Guard {
+func testGuard(t testing.TB) *Guard {
 	t.Helper()
 	sharedGuard.once.Do(func() {
 		exe, err := os.Executable()
@@ -279,7 +279,7 @@ const noRaceExitSleep = "GORACE=atexit_sleep_ms=0"
 // shared guard (as the daemon does), whose supervisor (used when Guard is
 // set to nil) is this test binary, and whose log is observed at debug
 // level.
-func newRunner(t *testing.T, b claim.Backend, clk clock.Clock) (*Runner, *observer.ObservedLogs) {
+func newRunner(t testing.TB, b claim.Backend, clk clock.Clock) (*Runner, *observer.ObservedLogs) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

@@ -44,6 +44,9 @@ type Hooks struct {
 	Missed func(job string, n int)
 	// Finished is called with the report of every execution.
 	Finished func(job string, slot time.Time, rep runner.Report)
+	// Adopted is called once the start's scan of the runs left running
+	// (lease backends) is over: jobs is how many jobs it read.
+	Adopted func(jobs int)
 }
 
 // Options configure a Scheduler.
@@ -625,6 +628,11 @@ func (s *Scheduler) adopt(ctx, runCtx context.Context, wg *sync.WaitGroup, start
 				s.follow(ctx, runCtx, job, slot, c, ok)
 			})
 		}
+	}
+	s.o.Log.Info("scanned the jobs' runs left running at start", zap.Int("jobs", len(jobs)),
+		zap.Duration("took", s.o.Clock.Now().Sub(start)))
+	if s.o.Hooks.Adopted != nil {
+		s.o.Hooks.Adopted(len(jobs))
 	}
 }
 
