@@ -97,6 +97,9 @@ func params(st store, dir string) testscript.Params {
 				soon10 = soon10.Truncate(time.Minute).Add(time.Minute)
 			}
 			env.Setenv("SOON10", fmt.Sprintf("%d-%d %d %d * * *", soon10.Second(), soon10.Second()+9, soon10.Minute(), soon10.Hour()))
+			// SPREAD_JOBS is how many jobs spread.txtar races for:
+			// ANARCHON_TEST_SPREAD_JOBS, else 50.
+			env.Setenv("SPREAD_JOBS", envOr("ANARCHON_TEST_SPREAD_JOBS", "50"))
 			// Several daemons run on this host: each serves its metrics on
 			// a port of its own.
 			env.Setenv("ANARCHON_METRICS_LISTEN", "127.0.0.1:0")
