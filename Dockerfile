@@ -19,8 +19,8 @@ ARG COMMIT=
 RUN CGO_ENABLED=1 go build \
       -ldflags "-X github.com/anarchon/anarchon/internal/cli.Version=${VERSION} -X github.com/anarchon/anarchon/internal/cli.Commit=${COMMIT}" \
       -o /out/anarchond ./cmd/anarchond
-# The jobs' supervising parent, beside anarchond (static: standard library
-# only, no cgo).
+# The jobs' guard, beside anarchond (static: standard library only, no
+# cgo).
 RUN CGO_ENABLED=0 go build -o /out/anarchon-supervise ./cmd/anarchon-supervise
 
 # Run: the same Debian release as the builder, for the glibc the binary links.
