@@ -550,7 +550,11 @@ func (c *checker) concurrentSlots() {
 // overlap judges the older attempt old running until oldEnd beside nw.
 func (c *checker) overlap(k runKey, old, nw *attempt, oldEnd int64, how string, fenced bool) {
 	j := c.job(k.job)
-	lost := c.tl.lostContact(old.inst, nw.startMs(), j.LeaseMs, j.HeartbeatMs+c.r.Info.EpsilonMs)
+	// The lease runs from the last renewal's send, up to a heartbeat before
+	// a fault begins: a pause or a cut longer than the lease less a
+	// heartbeat can outlast it (a runner stopped by SIGSTOP cannot stop its
+	// job at the lease's end either; the job is in its own process group).
+	lost := c.tl.lostContact(old.inst, nw.startMs(), j.LeaseMs-j.HeartbeatMs, j.HeartbeatMs+c.r.Info.EpsilonMs)
 	oe := old.end()
 	acceptedLate := fenced && oe != nil && oe.Fence == "ok" && oe.EndMs > nw.startMs()
 	what := fmt.Sprintf("attempt %d (slot %d, %s) ran %s..%s (%s) while attempt %d (slot %d, %s) started at %s",
@@ -562,7 +566,7 @@ func (c *checker) overlap(k runKey, old, nw *attempt, oldEnd int64, how string, 
 	}
 	ev := []string{what}
 	if lost == "" {
-		ev = append(ev, fmt.Sprintf("%s was neither paused nor cut off for longer than the lease (%d ms) before the newer attempt started", instName(old.inst), j.LeaseMs))
+		ev = append(ev, fmt.Sprintf("%s was neither paused nor cut off for longer than the lease less a heartbeat (%d ms) before the newer attempt started", instName(old.inst), j.LeaseMs-j.HeartbeatMs))
 	} else {
 		ev = append(ev, lost)
 	}

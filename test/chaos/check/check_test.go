@@ -294,6 +294,26 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			// The lease runs from the last renewal, up to a heartbeat before
+			// the pause: 2.6 s of a 3 s lease with 1 s heartbeats can end it.
+			name: "concurrent attempts after a pause shorter than the lease, longer than the lease less a heartbeat", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				shortPauseOverlap(f, 2600)
+			},
+			check: func(t *testing.T, r Report) {
+				if len(r.Excused) != 1 || r.Excused[0].Check != KindConcurrent || !strings.Contains(r.Excused[0].Reason, "paused") {
+					t.Errorf("excused %v, want the overlap allowed by the pause", r.Excused)
+				}
+			},
+		},
+		{
+			name: "concurrent attempts after a pause shorter than the lease less a heartbeat", lease: true,
+			want: []string{KindConcurrent}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				shortPauseOverlap(f, 1500)
+			},
+		},
+		{
 			name: "concurrent attempts with a long pause, old write accepted after the new start", lease: true,
 			want: []string{KindConcurrent, KindDuplicate}, slot: slot20,
 			setup: func(t *testing.T, f *fx) {
@@ -852,6 +872,20 @@ func sqlitePausedTakeover(f *fx, backend string) {
 // pausedOverlap has chaos-2's daemon paused 4.5 s (lease 3 s) while its job
 // of slot 20 runs on; chaos-0 takes over at 24 s, before the old job ends
 // at 25.5 s with oldFence.
+// shortPauseOverlap: instance 2 runs attempt 1 of slot 20 from the slot to
+// 24.9 s and is paused pauseMs from 21 s; attempt 2 starts on instance 0
+// at 23.8 s; the old attempt's fenced write is rejected.
+func shortPauseOverlap(f *fx, pauseMs int64) {
+	slot := at(20)
+	f.drop(slot)
+	f.runs = append(f.runs,
+		jrun{slot, 2, 1, tok(slot, 1, 2), slot + 10, at(24.9), 0, "rejected"},
+		jrun{slot, 0, 2, tok(slot, 2, 0), at(23.8), at(26), 0, "ok"})
+	f.faults = append(f.faults, Fault{AtMs: at(21), Kind: FaultStop, Instance: 2, Detail: fmt.Sprintf("pause %dms", pauseMs)},
+		Fault{AtMs: at(21) + pauseMs, Kind: FaultCont, Instance: 2})
+	f.setStatus(row(slot, 2, 0, tok(slot, 2, 0), "succeeded", 0))
+}
+
 func pausedOverlap(f *fx, oldFence string) {
 	slot := at(20)
 	f.drop(slot)

@@ -345,28 +345,28 @@ func (tl *timeline) disturbedIn(i int, a, b int64) string {
 }
 
 // lostContact returns the pause or cut of instance i, or the store outage
-// (see outages), longer than leaseMs that can explain a newer attempt starting at newStart beside an older
-// attempt of i: it began before newStart and ended no earlier than
-// newStart - slackMs (the resumed runner needs a heartbeat to fence itself
-// and stop its job). "" if there is none.
-func (tl *timeline) lostContact(i int, newStart, leaseMs, slackMs int64) string {
+// (see outages), longer than minMs that can explain a newer attempt
+// starting at newStart beside an older attempt of i: it began before
+// newStart and ended no earlier than newStart - slackMs (the resumed runner
+// needs a heartbeat to fence itself and stop its job). "" if there is none.
+func (tl *timeline) lostContact(i int, newStart, minMs, slackMs int64) string {
 	if i < 0 || i >= tl.n {
 		return ""
 	}
 	for _, list := range [][]span{tl.paused[i], tl.cut[i]} {
 		for _, s := range list {
-			if s.dur(tl.end) > leaseMs && s.From < newStart && newStart <= s.To+slackMs {
+			if s.dur(tl.end) > minMs && s.From < newStart && newStart <= s.To+slackMs {
 				what := "paused"
 				if s.Kind != FaultStop {
 					what = string(s.Kind)
 				}
-				return fmt.Sprintf("%s %s %s, longer than the lease (%d ms)", instName(i), what, tl.spanText(s), leaseMs)
+				return fmt.Sprintf("%s %s %s, longer than the lease less a heartbeat (%d ms)", instName(i), what, tl.spanText(s), minMs)
 			}
 		}
 	}
 	for _, o := range tl.outages() {
-		if o.dur(tl.end) > leaseMs && o.From < newStart && newStart <= o.To+slackMs {
-			return fmt.Sprintf("%s, longer than the lease (%d ms): %s could not renew", o.why, leaseMs, instName(i))
+		if o.dur(tl.end) > minMs && o.From < newStart && newStart <= o.To+slackMs {
+			return fmt.Sprintf("%s, longer than the lease less a heartbeat (%d ms): %s could not renew", o.why, minMs, instName(i))
 		}
 	}
 	return ""
