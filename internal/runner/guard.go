@@ -157,6 +157,3 @@ func (g *Guard) Close() error {
 	<-exited
 	return err
 }
-
-// Command is the guard's argv.
-func (g *Guard) Command() []string { return slices.Clone(g.argv) }

@@ -2,9 +2,7 @@ package runner
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,10 +74,7 @@ func (r *Runner) start(l launch, tailBytes int, log *zap.Logger) (*process, erro
 		outW.Close()
 		errW.Close()
 		p := &process{out: newOutput(log, outR, errR, tailBytes), exited: make(chan struct{}), reaped: true,
-			code: supervise.ExitCannotExecute}
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			p.code = supervise.ExitNotFound
-		}
+			code: supervise.StartFailureCode(err)}
 		close(p.exited)
 		return p, nil
 	}

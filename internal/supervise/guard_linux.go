@@ -10,9 +10,6 @@ import (
 	"syscall"
 )
 
-// GuardFlag, as the only argument, makes Main the daemon's job guard.
-const GuardFlag = "--guard"
-
 // Guard is the daemon's job guard: one process per daemon, started at the
 // daemon's start, that takes down the process groups of the daemon's jobs
 // when the daemon dies. The daemon then starts each job itself, as the

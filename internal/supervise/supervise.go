@@ -21,6 +21,12 @@
 // daemon's.
 package supervise
 
+import (
+	"errors"
+	"io/fs"
+	"os/exec"
+)
+
 // Env carries the supervisor's instructions (a JSON Spec) from the runner to
 // Main; the supervisor removes it before it starts the job.
 const Env = "ANARCHON_SUPERVISE"
@@ -39,6 +45,9 @@ type Spec struct {
 	Groups []uint32 `json:"groups,omitempty"`
 }
 
+// GuardFlag, as the only argument, makes Main the daemon's job guard.
+const GuardFlag = "--guard"
+
 // Exit codes of the supervisor besides the job's own (those of the shell).
 const (
 	ExitMisuse        = 125 // the supervisor was misused
@@ -49,3 +58,13 @@ const (
 // prefix starts the supervisor's own messages, which end up in the job's
 // output tail.
 const prefix = "anarchon-supervise: "
+
+// StartFailureCode is the shell's exit code for a job whose program could
+// not be started with err: ExitNotFound when it does not exist,
+// ExitCannotExecute otherwise.
+func StartFailureCode(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return ExitNotFound
+	}
+	return ExitCannotExecute
+}

@@ -2,9 +2,7 @@ package supervise
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -79,10 +77,7 @@ func Main(argv []string) int {
 	}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, prefix+"%v\n", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return ExitNotFound
-		}
-		return ExitCannotExecute
+		return StartFailureCode(err)
 	}
 	done := make(chan struct{})
 	go func() {

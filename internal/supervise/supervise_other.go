@@ -12,6 +12,3 @@ func Main(argv []string) int {
 	fmt.Fprintln(os.Stderr, prefix+"supervising a job needs Linux (parent-death signal)")
 	return ExitMisuse
 }
-
-// GuardFlag, as the only argument, makes Main the daemon's job guard.
-const GuardFlag = "--guard"
