@@ -301,6 +301,121 @@ var migrations = []string{
 		lease_until := now_ms + p_lease_ms;
 	END
 	$claim$;`,
+	// 3: a run is locked (FOR UPDATE) only where the claim writes it, a
+	// takeover of an expired lease. Under the job's lock the run is read
+	// plainly first: a claim that waited there while another instance won
+	// the run answers running with nothing written. A row lock marks the
+	// row, which gives the transaction an id, and the commit of a
+	// transaction with an id waits for a WAL flush: with version 2 each of
+	// the losers of a race flushed the WAL in turn, one after another.
+	`	CREATE OR REPLACE FUNCTION {{claim}}(
+		p_job text, p_slot bigint, p_token text, p_instance text,
+		p_max_late_ms bigint, p_lease_ms bigint, p_max_attempts integer, p_overlap_skip boolean,
+		OUT outcome text, OUT attempt integer, OUT store_now bigint, OUT lease_until bigint)
+	LANGUAGE plpgsql VOLATILE AS $claim$
+	#variable_conflict use_column
+	DECLARE
+		cur        {{runs}}%ROWTYPE;
+		found_run  boolean;
+		now_ms     bigint;
+		other_live boolean := false;
+	BEGIN
+		-- Three reads at most, each answering what it can with nothing
+		-- written (my own re-sent claim, a finished run, a live lease):
+		--   pass 0, before any lock (SPEC §3.1's read before the
+		--     transaction);
+		--   pass 1, under the job's lock: a transaction-scoped advisory
+		--     lock on (this table's jobs table, the job's hash), held until
+		--     COMMIT, which serialises the claims of one job and writes
+		--     nothing. A run still absent here is decided (late, overlap
+		--     or won) under the lock;
+		--   pass 2, an expired lease only: the run locked FOR UPDATE
+		--     against a concurrent renew, finish or release, and read again
+		--     (a renewal may have landed since pass 1).
+		-- Store now is read after each read: clock_timestamp(), not now(),
+		-- which is the transaction's start and may be stale after a wait.
+		FOR pass IN 0..2 LOOP
+			IF pass < 2 THEN
+				SELECT * INTO cur FROM {{runs}} AS r WHERE r.job = p_job AND r.slot = p_slot;
+			ELSE
+				SELECT * INTO cur FROM {{runs}} AS r WHERE r.job = p_job AND r.slot = p_slot FOR UPDATE;
+			END IF;
+			found_run := FOUND;
+			now_ms := {{now}};
+			store_now := now_ms;
+			IF found_run THEN
+				attempt := cur.attempt;
+				IF cur.status = 'running' AND cur.token = p_token THEN
+					outcome := 'won';
+					lease_until := cur.lease_until;
+					RETURN;
+				ELSIF cur.status <> 'running' THEN
+					outcome := 'done';
+					attempt := 0;
+					RETURN;
+				ELSIF cur.lease_until >= now_ms THEN
+					outcome := 'running';
+					lease_until := cur.lease_until;
+					RETURN;
+				END IF;
+				EXIT WHEN pass = 2; -- expired, and the run is locked
+			ELSE
+				EXIT WHEN pass > 0; -- absent, under the job's lock
+			END IF;
+			IF pass = 0 THEN
+				PERFORM pg_advisory_xact_lock('{{jobs}}'::regclass::oid::integer, hashtext(p_job));
+			END IF;
+		END LOOP;
+		attempt := 0;
+
+		IF NOT found_run THEN
+			IF now_ms - p_slot > p_max_late_ms THEN
+				outcome := 'late';
+				RETURN;
+			END IF;
+			IF p_overlap_skip AND EXISTS (SELECT 1 FROM {{runs}} AS o
+					WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot) THEN
+				outcome := 'overlap';
+				RETURN;
+			END IF;
+			INSERT INTO {{runs}} (job, slot, status, attempt, instance, token,
+					started_at, finished_at, lease_until, exit_code, output_tail)
+				VALUES (p_job, p_slot, 'running', 1, p_instance, p_token,
+					now_ms, NULL, now_ms + p_lease_ms, NULL, '');
+			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+				VALUES (p_job, p_slot, 1, p_token, p_instance, 'claimed', now_ms);
+			outcome := 'won';
+			attempt := 1;
+			lease_until := now_ms + p_lease_ms;
+			RETURN;
+		END IF;
+
+		-- The lease expired. Overlap also guards takeovers.
+		IF p_overlap_skip THEN
+			other_live := EXISTS (SELECT 1 FROM {{runs}} AS o
+				WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot);
+		END IF;
+		IF cur.attempt >= p_max_attempts OR other_live THEN
+			UPDATE {{runs}} AS r SET status = 'interrupted', finished_at = now_ms
+				WHERE r.job = p_job AND r.slot = p_slot;
+			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+				VALUES (p_job, p_slot, cur.attempt, cur.token, cur.instance, 'interrupted', now_ms);
+			outcome := 'done';
+			attempt := cur.attempt;
+			RETURN;
+		END IF;
+
+		UPDATE {{runs}} AS r SET status = 'running', attempt = cur.attempt + 1,
+				instance = p_instance, token = p_token, started_at = now_ms, finished_at = NULL,
+				lease_until = now_ms + p_lease_ms, exit_code = NULL, output_tail = ''
+			WHERE r.job = p_job AND r.slot = p_slot;
+		INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+			VALUES (p_job, p_slot, cur.attempt + 1, p_token, p_instance, 'takeover', now_ms);
+		outcome := 'won';
+		attempt := cur.attempt + 1;
+		lease_until := now_ms + p_lease_ms;
+	END
+	$claim$;`,
 }
 
 // nowMs is the store's clock in integer milliseconds since the Unix epoch.
