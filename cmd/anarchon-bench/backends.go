@@ -52,7 +52,8 @@ var rows = []row{
 	{"redis-stream-id", nFlag, redisStore(redisclaim.NewClaimOnly, strategy(redisclaim.StrategyStreamID)), ""},
 	{"redis-script", nFlag, redisStore(redisclaim.NewClaimOnly, strategy(redisclaim.StrategyScript)), ""},
 	{"nats", nFlag, natsStore, ""},
-	{"rabbitmq", nRabbitFlag, rabbitStore, ""},
+	{"rabbitmq", nRabbitFlag, rabbitStore(true), ""},
+	{"rabbitmq-unprepared", nRabbitFlag, rabbitStore(false), "rabbitmq"},
 }
 
 // strategy sets a Redis claim strategy.
@@ -70,6 +71,10 @@ type store struct {
 	// one-row INSERT committed with the server's sync settings), on a
 	// connection of its own: what any claim that writes pays at least.
 	floor func(ctx context.Context) error
+	// prepare: the claims measured are prepared first, untimed, as the
+	// scheduler prepares them (claim.Preparer, PrepareLead before the
+	// slot); false measures a Preparer's claims unprepared.
+	prepare bool
 	// cleanup removes the namespace and closes the raw connection; runs
 	// are the runs claimed in it.
 	cleanup func(ctx context.Context, runs []runKey) error
@@ -282,7 +287,11 @@ func natsStore(context.Context) (*store, error) {
 // queue are deleted afterwards. The raw op is a persistent publish to the
 // durable queue <ns>.bench.raw, waiting for the publisher confirm (sent
 // after the fsync): the claim's publish minus the gate's declare.
-func rabbitStore(context.Context) (*store, error) {
+func rabbitStore(prepare bool) func(context.Context) (*store, error) {
+	return func(context.Context) (*store, error) { return rabbitStoreOf(prepare) }
+}
+
+func rabbitStoreOf(prepare bool) (*store, error) {
 	conn, err := amqp.DialConfig(*rabbitURL, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second)})
 	if err != nil {
 		return nil, unreachable{err}
@@ -302,7 +311,8 @@ func rabbitStore(context.Context) (*store, error) {
 	}
 	o := rabbitclaim.Options{URL: *rabbitURL, Namespace: ns, SlotTTL: 2 * time.Hour, Instance: "bench"}
 	return &store{
-		open: func(ctx context.Context) (claim.Backend, error) { return asBackend(rabbitclaim.New(ctx, o)) },
+		open:    func(ctx context.Context) (claim.Backend, error) { return asBackend(rabbitclaim.New(ctx, o)) },
+		prepare: prepare,
 		raw: func(ctx context.Context) error {
 			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", rawQueue, false, false,
 				amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: rawPayload})

@@ -288,12 +288,16 @@ func uncontended(ctx context.Context, st *store, n int, runs *[]runKey) (claims,
 	}
 	claims, raws = make([]time.Duration, 0, n), make([]time.Duration, 0, n)
 	for i := range n {
+		req := newRequest(fmt.Sprintf("solo-%d", i%steadyJobs), base+1+int64(i), "bench")
+		if err := prepare(ctx, st, be, req); err != nil {
+			return nil, nil, nil, err
+		}
 		t0 := time.Now()
 		if err := st.raw(ctx); err != nil {
 			return nil, nil, nil, fmt.Errorf("raw op %d: %w", i, err)
 		}
 		raws = append(raws, time.Since(t0))
-		d, err := claimFinished(newRequest(fmt.Sprintf("solo-%d", i%steadyJobs), base+1+int64(i), "bench"))
+		d, err := claimFinished(req)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -307,6 +311,21 @@ func uncontended(ctx context.Context, st *store, n int, runs *[]runKey) (claims,
 		}
 	}
 	return claims, raws, floors, nil
+}
+
+// prepare prepares req's run on be, untimed, when be is a claim.Preparer
+// and st measures prepared claims.
+func prepare(ctx context.Context, st *store, be claim.Backend, req claim.Request) error {
+	p, ok := be.(claim.Preparer)
+	if !ok || !st.prepare {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	if err := p.Prepare(ctx, req.Job, req.Slot); err != nil {
+		return fmt.Errorf("prepare %s@%d: %w", req.Job, req.Slot, err)
+	}
+	return nil
 }
 
 // finish records req's run as succeeded on a lease backend; claim-only
@@ -373,6 +392,9 @@ func contended(ctx context.Context, st *store, n int, runs *[]runKey) (lat []tim
 		var wg sync.WaitGroup
 		for g, be := range bes {
 			req := newRequest(job, slot, fmt.Sprintf("racer-%d", g)) // a fresh token each
+			if err := prepare(ctx, st, be, req); err != nil {
+				return nil, nil, err
+			}
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 				defer cancel()
@@ -428,9 +450,9 @@ func sectionMeasures(list string, r row) bool {
 	return listed(list, r.name)
 }
 
-// pick is the rabbitmq value for rabbitmq, else def.
+// pick is the rabbitmq value for the rabbitmq rows, else def.
 func pick(backend string, def, rabbit int) int {
-	if backend == "rabbitmq" {
+	if strings.HasPrefix(backend, "rabbitmq") {
 		return rabbit
 	}
 	return def

@@ -66,6 +66,8 @@ func printReport(w io.Writer, start time.Time, results []result) {
 	fmt.Fprintln(w, "\nraw: sqlite an empty `BEGIN IMMEDIATE`/`COMMIT` on a database/sql connection to the same file, with the backend's settings (SQLite has no network round trip);"+
 		" postgres `SELECT 1` on a pgx connection; redis `PING`; nats a JetStream publish without Msg-Id to the same stream;"+
 		" rabbitmq a confirmed persistent publish to a durable queue."+
+		" rabbitmq: each run's gate declared before its claim, untimed, as the scheduler declares it a second before the slot (the claim then only publishes);"+
+		" rabbitmq-unprepared: the claim declares its gate, then publishes."+
 		" durable write: a one-row INSERT committed with the store's sync settings (sqlite `synchronous=FULL`; postgres the DSN's `synchronous_commit`), on a connection of its own:"+
 		" the least any claim that writes pays."+
 		" postgres-async: postgres with `backend.postgres.synchronousCommit: off` on the backend's, the raw and the write's sessions"+

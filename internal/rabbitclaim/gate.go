@@ -222,80 +222,103 @@ func (b *Backend) runGate(ctx context.Context, s *session, gc *gateChannel, queu
 			b.closeChannel(s, gc.ch, "close a gate channel")
 		}
 	}()
-	_, err := call(ctx, b, s, gc.ch, fmt.Sprintf("declare queue %q", queue), func() (amqp.Queue, error) {
+	prepared := b.prepared.take(queue, b.clock.Now())
+	for published := false; ; published = true {
+		if !prepared {
+			handed, err := b.declareGate(ctx, s, gc, queue)
+			if err != nil {
+				if handed {
+					fate = handedOff
+				}
+				op.finish(answerNone, "", err)
+				return
+			}
+		}
+		if h := b.hooks.beforePublish; h != nil {
+			h(queue)
+		}
+		if !published && !op.phase.CompareAndSwap(opPending, opPublishing) {
+			fate = reuseIt // the waiter left before the publish
+			return
+		}
+		dc, err := gc.ch.PublishWithDeferredConfirm("", queue, true, false, msg)
+		switch {
+		case errors.Is(err, amqp.ErrClosed):
+			// amqp091 answers ErrClosed only before the publish's last frame
+			// was written: the broker never routes an incomplete publish
+			// (and an earlier copy, if any, was returned: stored nowhere).
+			op.finish(answerNone, "", unavailable("publish to %q: %v", queue, err))
+			return
+		case err != nil:
+			op.finish(answerMaybe, fmt.Sprintf("publish failed after it may have been sent: %v", b.scrub(err)), nil)
+			return
+		}
+		select {
+		case <-dc.Done():
+		case <-op.abandon:
+			return
+		case <-b.ctx.Done():
+			op.finish(answerMaybe, "backend closed before the confirm", nil)
+			return
+		}
+		returned := false
+		for drained := false; !drained; {
+			select {
+			case r, ok := <-gc.returns:
+				switch {
+				case !ok: // closed with the channel
+					drained = true
+				case r.MessageId == msg.MessageId:
+					returned = true
+				}
+			default:
+				drained = true
+			}
+		}
+		switch {
+		case returned && prepared:
+			// The gate declared ahead is gone (expired, deleted): the
+			// claim was stored nowhere. Declare the gate and publish again.
+			prepared = false
+			continue
+		case returned:
+			fate = reuseIt
+			op.finish(answerReturned, "the gate vanished between its declare and the publish (basic.return 312 NO_ROUTE)", nil)
+		case dc.Acked():
+			fate = reuseIt
+			op.finish(answerAck, "", nil)
+		case gc.ch.IsClosed():
+			// amqp091 completes the confirms of a closing channel as nacks,
+			// after it marked the channel closed.
+			op.finish(answerMaybe, "the channel closed before the confirm", nil)
+		default:
+			fate = reuseIt
+			op.finish(answerNack, "", nil)
+		}
+		return
+	}
+}
+
+// declareGate declares the gate queue on gc, bounded by ctx. handedOff
+// reports a declare that got no answer: the channel then belongs to the
+// abandon that call started.
+func (b *Backend) declareGate(ctx context.Context, s *session, gc *gateChannel, queue string) (handedOff bool, err error) {
+	_, err = call(ctx, b, s, gc.ch, fmt.Sprintf("declare queue %q", queue), func() (amqp.Queue, error) {
 		return gc.ch.QueueDeclare(queue, true, false, false, false, b.gateArgs)
 	}, nil)
-	if err != nil {
-		switch _, _, conflict := inequivalentArg(err); {
-		case errors.Is(err, errNoAnswer):
-			fate = handedOff
-			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
-		case conflict:
-			err = conflictError(queue, err)
-		case refused(err):
-			err = fmt.Errorf("declare queue %q: %w", queue, b.scrub(err))
-		default:
-			err = unavailable("declare queue %q: %v", queue, b.scrub(err))
+	if err == nil {
+		if h := b.hooks.declared; h != nil {
+			h(queue)
 		}
-		op.finish(answerNone, "", err)
-		return
+		return false, nil
 	}
-	if h := b.hooks.declared; h != nil {
-		h(queue)
+	switch _, _, conflict := inequivalentArg(err); {
+	case errors.Is(err, errNoAnswer):
+		return true, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case conflict:
+		return false, conflictError(queue, err)
+	case refused(err):
+		return false, fmt.Errorf("declare queue %q: %w", queue, b.scrub(err))
 	}
-	if h := b.hooks.beforePublish; h != nil {
-		h(queue)
-	}
-	if !op.phase.CompareAndSwap(opPending, opPublishing) {
-		fate = reuseIt // the waiter left before the publish
-		return
-	}
-	dc, err := gc.ch.PublishWithDeferredConfirm("", queue, true, false, msg)
-	switch {
-	case errors.Is(err, amqp.ErrClosed):
-		// amqp091 answers ErrClosed only before the publish's last frame
-		// was written: the broker never routes an incomplete publish.
-		op.finish(answerNone, "", unavailable("publish to %q: %v", queue, err))
-		return
-	case err != nil:
-		op.finish(answerMaybe, fmt.Sprintf("publish failed after it may have been sent: %v", b.scrub(err)), nil)
-		return
-	}
-	select {
-	case <-dc.Done():
-	case <-op.abandon:
-		return
-	case <-b.ctx.Done():
-		op.finish(answerMaybe, "backend closed before the confirm", nil)
-		return
-	}
-	returned := false
-	for drained := false; !drained; {
-		select {
-		case r, ok := <-gc.returns:
-			switch {
-			case !ok: // closed with the channel
-				drained = true
-			case r.MessageId == msg.MessageId:
-				returned = true
-			}
-		default:
-			drained = true
-		}
-	}
-	switch {
-	case returned:
-		fate = reuseIt
-		op.finish(answerReturned, "the gate vanished between its declare and the publish (basic.return 312 NO_ROUTE)", nil)
-	case dc.Acked():
-		fate = reuseIt
-		op.finish(answerAck, "", nil)
-	case gc.ch.IsClosed():
-		// amqp091 completes the confirms of a closing channel as nacks,
-		// after it marked the channel closed.
-		op.finish(answerMaybe, "the channel closed before the confirm", nil)
-	default:
-		fate = reuseIt
-		op.finish(answerNack, "", nil)
-	}
+	return false, unavailable("declare queue %q: %v", queue, b.scrub(err))
 }

@@ -171,18 +171,24 @@ type Backend struct {
 	slots  chan struct{} // claims in flight
 	tokens *tokenBook
 	hist   *historyWriter
-	hooks  hooks
+	// prepared holds the gates declared ahead of their claims.
+	prepared *preparedGates
+	hooks    hooks
 }
 
 // hooks let tests act inside a claim (export_test.go).
 type hooks struct {
-	// declared is called with every gate a claim declared.
+	// declared is called with every gate a claim or a preparation
+	// declared.
 	declared func(queue string)
 	// beforePublish is called between a gate's declare and the publish.
 	beforePublish func(queue string)
 }
 
-var _ claim.Backend = (*Backend)(nil)
+var (
+	_ claim.Backend  = (*Backend)(nil)
+	_ claim.Preparer = (*Backend)(nil)
+)
 
 func init() {
 	claim.Register("rabbitmq", func(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
@@ -240,6 +246,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		slots:   make(chan struct{}, maxInFlight),
 		tokens:  newTokenBook(o.Clock, o.SlotTTL),
 	}
+	b.prepared = newPreparedGates(2 * b.PrepareLead())
 	uri, err := amqp.ParseURI(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", b.where, b.scrub(err))

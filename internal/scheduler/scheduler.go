@@ -94,6 +94,8 @@ type Scheduler struct {
 	// batch sends the claims of a claim.Batcher in batches; nil when the
 	// backend decides one claim per round trip.
 	batch *coalescer
+	// prep sends the preparations of a claim.Preparer; nil for the others.
+	prep *preparer
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -132,6 +134,7 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	if b, ok := o.Backend.(claim.Batcher); ok && !o.Unbatched {
 		s.batch = newCoalescer(b)
 	}
+	s.prep = newPreparer(o.Backend)
 	return s, nil
 }
 
@@ -182,6 +185,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		e.next = e.sched.Next(start.Add(-e.job.MaxLate))
 		if !e.next.IsZero() {
 			heap.Push(h, e)
+			s.prep.add(e)
 		}
 	}
 	if s.leaser != nil {
@@ -199,9 +203,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			cursor = now
 			continue
 		}
+		s.sendDue(ctx, &wg, now)
 		wake := now.Add(s.o.MaxWait)
 		if h.Len() > 0 && (*h)[0].next.Before(wake) {
 			wake = (*h)[0].next
+		}
+		if w := s.prep.wake(); !w.IsZero() && w.Before(wake) {
+			wake = w
 		}
 		// Armed at the instant, not after a duration from now: time that
 		// passes before the timer is armed is not added to the wait.
@@ -250,6 +258,7 @@ func (s *Scheduler) replace(h *slotHeap, fresh []*entry, cursor time.Time) *slot
 			heap.Push(nh, e)
 		}
 	}
+	s.prep.reset(nh)
 	s.o.Log.Info("crontab reloaded", zap.Int("jobs", len(fresh)))
 	return nh
 }
@@ -288,6 +297,7 @@ func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup,
 			heap.Pop(h)
 		} else {
 			heap.Fix(h, 0)
+			s.prep.add(e)
 		}
 	}
 	for _, b := range batches {

@@ -25,7 +25,8 @@
 // claim.Pruner runs the retention cases.
 //
 // A claim.Batcher also runs the batch cases: a batch decided as its claims
-// one by one, in order, and batches racing on the same runs.
+// one by one, in order, and batches racing on the same runs. A
+// claim.Preparer runs the races and the re-sent claim on prepared runs.
 //
 // ProcessRace and HelperProcess race claimers in separate OS processes on
 // one store, for stores that several processes share (SQLite's file).
@@ -167,6 +168,12 @@ func Exercise(t *testing.T, h Harness) {
 				s.run(t, "Overlap", s.testBatchOverlap)
 			}
 			s.run(t, "Race", s.testBatchRace)
+		})
+	}
+	if _, ok := probe.(claim.Preparer); ok {
+		t.Run("Prepared", func(t *testing.T) {
+			s.run(t, "Race", s.testPreparedRace)
+			s.run(t, "Resent", s.testPreparedResent)
 		})
 	}
 	if pruner {
