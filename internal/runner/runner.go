@@ -254,9 +254,14 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 	if r.Hooks.Started != nil {
 		r.Hooks.Started(e, clk.Now())
 	}
-	if e.LeaseUntil.IsZero() {
+	switch {
+	case p.cmd == nil:
+		// Its exit code (127 or 126) and output say why; the run is
+		// recorded as failed like any other.
+		log.Warn("job's program could not be started", zap.Int("exit_code", p.code))
+	case e.LeaseUntil.IsZero():
 		log.Info("job started", zap.Int("pid", p.pid))
-	} else {
+	default:
 		log.Info("job started", zap.Int("pid", p.pid), zap.Time("lease_until", e.LeaseUntil))
 	}
 

@@ -151,7 +151,7 @@ func TestExitCodes(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/guard=%v", tc.name, guarded), func(t *testing.T) {
 				t.Parallel()
 				s := &store{}
-				r, _ := newRunner(t, s, clock.Real{})
+				r, logs := newRunner(t, s, clock.Real{})
 				if !guarded {
 					r.Guard = nil // under the supervisor
 				}
@@ -171,6 +171,21 @@ func TestExitCodes(t *testing.T) {
 				}
 				if s.fences[0] != execution(job).Fence {
 					t.Fatalf("recorded with fence %v", s.fences[0])
+				}
+				// Forked directly, a program that cannot start never had a
+				// pid: the log says so instead of "job started". Under the
+				// supervisor, the supervisor started.
+				unstarted := guarded && tc.command == ""
+				started := logs.FilterMessage("job started").All()
+				failed := logs.FilterMessage("job's program could not be started").Len()
+				if unstarted != (failed == 1) || unstarted != (len(started) == 0) {
+					t.Fatalf("%d \"job started\" and %d \"could not be started\" lines, want the latter alone iff the program did not start (%v)",
+						len(started), failed, unstarted)
+				}
+				for _, l := range started {
+					if pid, ok := l.ContextMap()["pid"].(int64); !ok || pid <= 0 {
+						t.Fatalf("job started with pid %v", l.ContextMap()["pid"])
+					}
 				}
 			})
 		}
