@@ -62,15 +62,18 @@ func TestScripts(t *testing.T) {
 				st.server.Require(t, hostPort(st.url))
 			}
 			for _, dir := range st.dirs {
-				testscript.Run(t, params(st, filepath.Join("testdata", dir)))
+				testscript.Run(t, params(st, filepath.Join("testdata", dir), t.TempDir()))
 			}
 		})
 	}
 }
 
-func params(st store, dir string) testscript.Params {
+// params are the scripts of dir on st; their work directories go under
+// root (the test's own temporary directory, removed with it).
+func params(st store, dir, root string) testscript.Params {
 	return testscript.Params{
-		Dir: dir,
+		Dir:         dir,
+		WorkdirRoot: root,
 		Setup: func(env *testscript.Env) error {
 			// Every script shares the machine with the others unless one
 			// asks for it alone (solo). A script held back here waits
