@@ -60,9 +60,12 @@ func Decide(cur *Run, otherLive bool, now time.Time, req Request) Decision {
 		return Decision{Result: res}
 	case cur.Status.Final():
 		res.Outcome = Done
+		if cur.Status != StatusInterrupted {
+			res.Holder = cur.Instance
+		}
 		return Decision{Result: res}
 	case !cur.LeaseUntil.Before(now):
-		res.Outcome, res.Attempt, res.LeaseUntil = Running, cur.Attempt, cur.LeaseUntil
+		res.Outcome, res.Attempt, res.LeaseUntil, res.Holder = Running, cur.Attempt, cur.LeaseUntil, cur.Instance
 		return Decision{Result: res}
 	case cur.Attempt >= req.MaxAttempts || (req.Overlap == OverlapSkip && otherLive):
 		w := *cur

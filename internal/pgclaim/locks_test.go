@@ -150,3 +150,50 @@ func TestTakeoverWaitsForARenewal(t *testing.T) {
 		t.Fatalf("the run's token is %v, want the owner's: the backup took it over", tok)
 	}
 }
+
+// TestUpgradeFromVersion2: a table made by an anarchond of schema version 2
+// (a run claimed on it) is migrated to the current version by the next
+// start; the run is still answered, now with its holder, and the claim
+// statement of version 2 (four named columns) still works on the new
+// function, as instances not yet upgraded send it.
+func TestUpgradeFromVersion2(t *testing.T) {
+	schema := newSchema(t)
+	table := schema + ".runs"
+	current := migrations
+	migrations = current[:2]
+	old, err := New(t.Context(), Options{DSN: testDSN(), Table: table})
+	migrations = current
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	// The claim statement of version 2: four named columns.
+	v2 := `SELECT outcome, attempt, store_now, lease_until FROM ` + pgx.Identifier{schema, "runs_claim"}.Sanitize() + `($1, $2, $3, $4, 3600000, 60000, 3, false)`
+	claimV2 := func(r claim.Request) string {
+		t.Helper()
+		var outcome string
+		if err := old.pool.QueryRow(t.Context(), v2, r.Job, r.Slot, string(r.Token), r.Instance).Scan(&outcome, new(int32), new(int64), new(*int64)); err != nil {
+			t.Fatalf("version 2's claim statement: %v", err)
+		}
+		return outcome
+	}
+	won := claim.Request{Job: "up", Slot: time.Now().UnixMilli(), Token: claim.NewToken(), Instance: "v2"}
+	if got := claimV2(won); got != "won" {
+		t.Fatalf("the claim of version 2: %s, want won", got)
+	}
+
+	b := open(t, table)
+	versions := query[int32](t, `SELECT max(version) FROM `+pgx.Identifier{schema, "runs_schema"}.Sanitize())
+	if versions[0] != int32(len(migrations)) {
+		t.Fatalf("schema version %d after the upgrade, want %d", versions[0], len(migrations))
+	}
+	other := claim.Request{Job: won.Job, Slot: won.Slot, Token: claim.NewToken(), Instance: "other",
+		MaxLate: time.Hour, Lease: time.Minute, MaxAttempts: 3, Overlap: claim.OverlapAllow}
+	res, err := b.Claim(t.Context(), other)
+	if err != nil || res.Outcome != claim.Running || res.Holder != won.Instance {
+		t.Fatalf("after the upgrade: %+v %v, want running held by %s", res, err, won.Instance)
+	}
+	if got := claimV2(other); got != "running" {
+		t.Fatalf("version 2's claim statement on the new function: %s, want running", got)
+	}
+}

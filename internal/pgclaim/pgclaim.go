@@ -524,7 +524,7 @@ func (b *Backend) claimLocked(ctx context.Context, req claim.Request) (claim.Res
 	// in claim.Decide (no takeover ever), so it is clamped into int4.
 	err := b.pool.QueryRow(ctx, b.sql.claim, req.Job, req.Slot, string(req.Token), req.Instance,
 		req.MaxLate.Milliseconds(), req.Lease.Milliseconds(), maxAttempts(req),
-		req.Overlap == claim.OverlapSkip).Scan(&r.outcome, &r.attempt, &r.storeNow, &r.leaseUntil)
+		req.Overlap == claim.OverlapSkip).Scan(&r.outcome, &r.attempt, &r.storeNow, &r.leaseUntil, &r.holder)
 	if err != nil {
 		return claim.Result{}, err
 	}
@@ -560,7 +560,7 @@ func (b *Backend) ClaimBatch(ctx context.Context, reqs []claim.Request) ([]claim
 	}
 	out := make([]claim.Result, 0, n)
 	var r claimRow
-	_, err = pgx.ForEachRow(rows, []any{&r.outcome, &r.attempt, &r.storeNow, &r.leaseUntil}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&r.outcome, &r.attempt, &r.storeNow, &r.leaseUntil, &r.holder}, func() error {
 		if len(out) == n {
 			return errors.New("more answers than claims")
 		}
@@ -582,6 +582,7 @@ type claimRow struct {
 	attempt    int32
 	storeNow   int64
 	leaseUntil *int64
+	holder     string
 }
 
 // maxAttempts is req's maxAttempts clamped into int4; <= 0 behaves as 0 in
@@ -591,7 +592,7 @@ func maxAttempts(req claim.Request) int32 { return int32(max(0, min(req.MaxAttem
 // result converts the function's answer to req, logging takeovers and
 // interruptions.
 func (b *Backend) result(req claim.Request, r claimRow) claim.Result {
-	res := claim.Result{Outcome: claim.Outcome(r.outcome), Attempt: int(r.attempt), StoreNow: fromMs(r.storeNow)}
+	res := claim.Result{Outcome: claim.Outcome(r.outcome), Attempt: int(r.attempt), StoreNow: fromMs(r.storeNow), Holder: r.holder}
 	if r.leaseUntil != nil {
 		res.LeaseUntil = fromMs(*r.leaseUntil)
 	}

@@ -308,10 +308,15 @@ var migrations = []string{
 	// row, which gives the transaction an id, and the commit of a
 	// transaction with an id waits for a WAL flush: with version 2 each of
 	// the losers of a race flushed the WAL in turn, one after another.
-	`	CREATE OR REPLACE FUNCTION {{claim}}(
+	// The function also answers the run's holder (running, or done and not
+	// interrupted), a new OUT column: hence DROP and CREATE. Instances of
+	// version 2 still running during an upgrade name the four columns they
+	// read, which the new function still has.
+	`	DROP FUNCTION {{claim}}(text, bigint, text, text, bigint, bigint, integer, boolean);
+	CREATE FUNCTION {{claim}}(
 		p_job text, p_slot bigint, p_token text, p_instance text,
 		p_max_late_ms bigint, p_lease_ms bigint, p_max_attempts integer, p_overlap_skip boolean,
-		OUT outcome text, OUT attempt integer, OUT store_now bigint, OUT lease_until bigint)
+		OUT outcome text, OUT attempt integer, OUT store_now bigint, OUT lease_until bigint, OUT holder text)
 	LANGUAGE plpgsql VOLATILE AS $claim$
 	#variable_conflict use_column
 	DECLARE
@@ -352,10 +357,14 @@ var migrations = []string{
 				ELSIF cur.status <> 'running' THEN
 					outcome := 'done';
 					attempt := 0;
+					IF cur.status <> 'interrupted' THEN
+						holder := cur.instance;
+					END IF;
 					RETURN;
 				ELSIF cur.lease_until >= now_ms THEN
 					outcome := 'running';
 					lease_until := cur.lease_until;
+					holder := cur.instance;
 					RETURN;
 				END IF;
 				EXIT WHEN pass = 2; -- expired, and the run is locked
@@ -454,13 +463,13 @@ const (
 		FROM (SELECT 1) AS one LEFT JOIN {{runs}} AS r ON r.job = $1 AND r.slot = $2`
 
 	// claimSQL is the whole decision, one round trip.
-	claimSQL = `SELECT outcome, attempt, store_now, lease_until
+	claimSQL = `SELECT outcome, attempt, store_now, lease_until, coalesce(holder, '')
 		FROM {{claim}}($1, $2, $3, $4, $5, $6, $7, $8)`
 
 	// claimBatchSQL is many claims in one statement, one round trip and
 	// one transaction (one commit, one WAL flush for all): the function
 	// is called for each row of the arrays in their order.
-	claimBatchSQL = `SELECT c.outcome, c.attempt, c.store_now, c.lease_until
+	claimBatchSQL = `SELECT c.outcome, c.attempt, c.store_now, c.lease_until, coalesce(c.holder, '')
 		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::integer[], $8::boolean[])
 			WITH ORDINALITY AS r(job, slot, token, instance, max_late_ms, lease_ms, max_attempts, overlap_skip, ord)
 		CROSS JOIN LATERAL {{claim}}(r.job, r.slot, r.token, r.instance, r.max_late_ms, r.lease_ms, r.max_attempts, r.overlap_skip) AS c

@@ -322,18 +322,20 @@ func (b *Backend) claimAll(ctx context.Context, reqs []claim.Request) ([]claim.R
 	return out, nil
 }
 
-// parseClaimReply reads {outcome, attempt, now_ms, lease_until_ms, event}.
+// parseClaimReply reads {outcome, attempt, now_ms, lease_until_ms, event,
+// holder}.
 func parseClaimReply(v []any) (claim.Result, string, error) {
-	if len(v) != 5 {
+	if len(v) != 6 {
 		return claim.Result{}, "", fmt.Errorf("unexpected script reply %v", v)
 	}
 	outcome, _ := v[0].(string)
 	event, _ := v[4].(string)
+	holder, _ := v[5].(string)
 	nums, err := int64s(v[1:4])
 	if err != nil {
 		return claim.Result{}, "", err
 	}
-	res := claim.Result{Outcome: claim.Outcome(outcome), Attempt: int(nums[0]), StoreNow: fromMs(nums[1])}
+	res := claim.Result{Outcome: claim.Outcome(outcome), Attempt: int(nums[0]), StoreNow: fromMs(nums[1]), Holder: holder}
 	if nums[2] != 0 {
 		res.LeaseUntil = fromMs(nums[2])
 	}

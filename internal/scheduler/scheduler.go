@@ -96,6 +96,9 @@ type Scheduler struct {
 	batch *coalescer
 	// prep sends the preparations of a claim.Preparer; nil for the others.
 	prep *preparer
+	// peers are the other instances seen holding runs: the work spread
+	// ranks this instance among them.
+	peers peers
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -135,6 +138,7 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 		s.batch = newCoalescer(b)
 	}
 	s.prep = newPreparer(o.Backend)
+	s.peers.log = o.Log
 	return s, nil
 }
 
@@ -366,9 +370,15 @@ func (s *Scheduler) holdBack(ctx context.Context, job config.Job, slot time.Time
 	if job.ClaimSpread <= 0 {
 		return nil
 	}
-	d := SpreadDelay(s.o.Instance, job.Name, slot.UnixMilli(), job.ClaimSpread)
-	d = weightedDelay(d, s.running.Load(), job.ClaimSpread, job.MaxLate)
-	return clock.SleepUntil(ctx, s.o.Clock, slot.Add(d))
+	return clock.SleepUntil(ctx, s.o.Clock, slot.Add(s.spreadDelay(job, slot)))
+}
+
+// spreadDelay is this instance's work-spread delay before its first claim
+// of (job, slot): its rank's among the peers it knows (its own delay when
+// it knows none), plus the weight of the executions in progress here.
+func (s *Scheduler) spreadDelay(job config.Job, slot time.Time) time.Duration {
+	d := RankedDelay(s.o.Instance, s.peers.live(s.o.Clock.Now()), job.Name, slot.UnixMilli(), job.ClaimSpread)
+	return weightedDelay(d, s.running.Load(), job.ClaimSpread, job.MaxLate)
 }
 
 // maxMissedWalk bounds the slots counted one by one after a long pause or a
@@ -461,6 +471,10 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 		res, took, err := s.claimOnce(ctx, req, min(s.o.ClaimTimeout, max(job.Heartbeat, time.Second)))
 		if err == nil {
 			s.health.ok("claim")
+			if res.Holder != "" && res.Holder != s.o.Instance {
+				// Another instance holds the run, or ran it: a peer.
+				s.peers.saw(res.Holder, s.o.Clock.Now())
+			}
 			if s.o.Hooks.Claimed != nil {
 				s.o.Hooks.Claimed(job.Name, slot, res, took)
 			}

@@ -276,7 +276,8 @@ func TestSpreadDelayHoldsNoClaimSlot(t *testing.T) {
 
 // Three instances race for every slot of one job: the one whose delay for
 // the slot is the shortest claims first and wins, so the wins move from
-// instance to instance.
+// instance to instance. The losers learn the winners from the answers:
+// from then on the delays are the instances' ranks' (0, spread/2, spread).
 func TestSpreadSharesSlotsAmongInstances(t *testing.T) {
 	h := newHarness(t)
 	const spread = 20 * time.Millisecond
@@ -319,8 +320,8 @@ func TestSpreadSharesSlotsAmongInstances(t *testing.T) {
 		h.clk.Set(slot)
 		delays := map[string]time.Duration{}
 		var deadlines []time.Duration
-		for _, in := range instances {
-			d := SpreadDelay(in, "tick", slotOf(sec), spread)
+		for i, in := range instances {
+			d := scheds[i].spreadDelay(spreadJob("tick", "* * * * * *", spread), slot)
 			delays[in] = d
 			if d > 0 && !slices.Contains(deadlines, d) {
 				deadlines = append(deadlines, d)
@@ -346,9 +347,12 @@ func TestSpreadSharesSlotsAmongInstances(t *testing.T) {
 		wins[e.instance]++
 	}
 	h.none(3)
-	for _, in := range instances {
+	for i, in := range instances {
 		if wins[in] < 3 {
 			t.Errorf("%s won %d of %d slots: %v", in, wins[in], slots, wins)
+		}
+		if got, want := scheds[i].peers.live(h.clk.Now()), slices.DeleteFunc(slices.Clone(instances), func(o string) bool { return o == in }); !slices.Equal(got, want) {
+			t.Errorf("%s knows the peers %v, want %v", in, got, want)
 		}
 	}
 	t.Logf("wins over %d slots: %v", slots, wins)

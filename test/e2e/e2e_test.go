@@ -62,10 +62,20 @@ func TestScripts(t *testing.T) {
 				st.server.Require(t, hostPort(st.url))
 			}
 			for _, dir := range st.dirs {
-				testscript.Run(t, params(st, filepath.Join("testdata", dir), t.TempDir()))
+				testscript.Run(t, params(st, filepath.Join("testdata", dir), workdirRoot(t)))
 			}
 		})
 	}
+}
+
+// workdirRoot is where the scripts' work directories go: the test's own
+// temporary directory, removed with it, unless -testwork asks to keep
+// them (then testscript's default, the system's temporary directory).
+func workdirRoot(t *testing.T) string {
+	if f := flag.Lookup("testwork"); f != nil && f.Value.String() == "true" {
+		return ""
+	}
+	return t.TempDir()
 }
 
 // params are the scripts of dir on st; their work directories go under
@@ -121,8 +131,12 @@ func params(st store, dir, root string) testscript.Params {
 		},
 		// [store:NAME] holds on the store NAME (sqlite, postgres,
 		// redis-lease, ...), for the few lines that do not apply to every
-		// store of a folder.
+		// store of a folder; [lease] on the lease stores (those that run
+		// the lease folder).
 		Condition: func(cond string) (bool, error) {
+			if cond == "lease" {
+				return slices.Contains(st.dirs, "lease"), nil
+			}
 			name, ok := strings.CutPrefix(cond, "store:")
 			if !ok {
 				return false, fmt.Errorf("unknown condition %q", cond)

@@ -69,6 +69,9 @@ func (s *suite) testOtherTokenLoses(t *testing.T) {
 		if s.leaser && !res.LeaseUntil.Equal(won.LeaseUntil) {
 			t.Fatalf("a running answer reports the holder's lease end: want %s, got %s", won.LeaseUntil, res.LeaseUntil)
 		}
+		if s.leaser && res.Holder != r.Instance {
+			t.Fatalf("a running answer names the holder: Holder %q, want %q", res.Holder, r.Instance)
+		}
 	}
 }
 

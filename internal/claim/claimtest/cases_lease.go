@@ -118,7 +118,11 @@ func (s *suite) testDoneAfterFinish(t *testing.T) {
 	r := request(newJob("done"), now.Add(-10*time.Second).UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, r), 1, "the claim")
 	finish(ctx, t, b, r, 1, succeeded(now))
-	wantOutcome(t, mustClaim(ctx, t, b, backup(r)), claim.Done, "another instance's claim of a finished run")
+	res := mustClaim(ctx, t, b, backup(r))
+	wantOutcome(t, res, claim.Done, "another instance's claim of a finished run")
+	if res.Holder != r.Instance {
+		t.Fatalf("done answers name the instance that ran the run: Holder %q, want %q", res.Holder, r.Instance)
+	}
 	wantOutcome(t, mustClaim(ctx, t, b, r), claim.Done, "the finisher's own claim re-sent after Finish")
 	late := backup(r)
 	late.MaxLate = time.Millisecond
@@ -423,7 +427,11 @@ func (s *suite) testAttemptsRunOut(t *testing.T) {
 	}
 	_, err = l.Renew(ctx, b2.Fence(2), time.Minute)
 	wantFenced(t, err, "the heartbeat of attempt 2 after the run was interrupted")
-	wantOutcome(t, mustClaim(ctx, t, b, backup(a)), claim.Done, "any later claim of the interrupted run")
+	res := mustClaim(ctx, t, b, backup(a))
+	wantOutcome(t, res, claim.Done, "any later claim of the interrupted run")
+	if res.Holder != "" {
+		t.Fatalf("an interrupted run's done answer names no holder (its runner died): Holder %q", res.Holder)
+	}
 }
 
 func (s *suite) testRenewExtends(t *testing.T) {

@@ -9,10 +9,12 @@
 -- ARGV: slot, token, instance, max_late_ms, lease_ms, max_attempts,
 --       overlap ("skip" | "allow"), history_maxlen, indexed ("1" when the
 --       caller added the job to the namespace's index of jobs just before)
--- Reply: {outcome, attempt, now_ms, lease_until_ms, event}: outcome is won,
--- running, done, late or overlap, with 0 where claim.Decide leaves a field
--- zero; event is the history event written (claimed, takeover,
--- interrupted), or '' when the decision wrote nothing. Outcome 'index'
+-- Reply: {outcome, attempt, now_ms, lease_until_ms, event, holder}: outcome
+-- is won, running, done, late or overlap, with 0 where claim.Decide leaves
+-- a field zero; event is the history event written (claimed, takeover,
+-- interrupted), or '' when the decision wrote nothing; holder is the
+-- instance that holds the run (running) or ran it (done, not
+-- interrupted), else ''. Outcome 'index'
 -- asks the caller to index the job and send the claim again: the claim
 -- would create the job's state, and the index must name a job before any
 -- run of it exists.
@@ -49,13 +51,16 @@ if raw then
     return err
   end
   if run.status == 'running' and run.token == token then
-    return {'won', run.attempt, now, run.lease_until, ''} -- my own claim, re-sent
+    return {'won', run.attempt, now, run.lease_until, '', ''} -- my own claim, re-sent
   end
   if run.status ~= 'running' then
-    return {'done', 0, now, 0, ''}
+    if run.status == 'interrupted' then
+      return {'done', 0, now, 0, '', ''}
+    end
+    return {'done', 0, now, 0, '', run.instance}
   end
   if run.lease_until >= now then
-    return {'running', run.attempt, now, run.lease_until, ''}
+    return {'running', run.attempt, now, run.lease_until, '', run.instance}
   end
   if run.attempt >= tonumber(ARGV[6]) or (skip and other_live()) then
     redis.call('XADD', history, 'MAXLEN', '~', ARGV[8], '*', 'event', 'interrupted',
@@ -65,20 +70,20 @@ if raw then
     redis.call('ZADD', KEYS[2], slot, slot)
     run.status, run.finished_at = 'interrupted', now
     redis.call('HSET', state, slot, cjson.encode(run))
-    return {'done', run.attempt, now, 0, 'interrupted'}
+    return {'done', run.attempt, now, 0, 'interrupted', ''}
   end
   attempt, event = run.attempt + 1, 'takeover'
 else
   if now - tonumber(slot) > tonumber(ARGV[4]) then
-    return {'late', 0, now, 0, ''}
+    return {'late', 0, now, 0, '', ''}
   end
   if skip and other_live() then
-    return {'overlap', 0, now, 0, ''}
+    return {'overlap', 0, now, 0, '', ''}
   end
   -- A job with state is in the index: its first claim indexed it, and
   -- Prune removes a job from the index only once its keys are gone.
   if ARGV[9] ~= '1' and redis.call('EXISTS', state) == 0 then
-    return {'index', 0, now, 0, ''}
+    return {'index', 0, now, 0, '', ''}
   end
 end
 
@@ -92,4 +97,4 @@ redis.call('HSET', state, slot, cjson.encode({
   status = 'running', attempt = attempt, instance = instance, token = token,
   started_at = now, lease_until = until_ms,
 }))
-return {'won', attempt, now, until_ms, event}
+return {'won', attempt, now, until_ms, event, ''}
