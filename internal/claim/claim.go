@@ -105,9 +105,10 @@ type Result struct {
 	StoreNow time.Time
 	// LeaseUntil is the lease's end in store time, with Won or Running.
 	LeaseUntil time.Time
-	// Holder is the instance that holds the run (Running) or ran it to its
-	// end (Done, not interrupted), where the store keeps it (lease
-	// backends); empty otherwise. The work spread learns its peers from it.
+	// Holder is the instance that holds the run (Running), ran it to its
+	// end (Done, not interrupted) or won it (Lost), where the store says
+	// (lease backends; NATS, whose loser reads the stored claim); empty
+	// otherwise. The work spread learns its peers from it.
 	Holder string
 }
 

@@ -537,7 +537,7 @@ func (b *Backend) claim(ctx context.Context, req claim.Request) (claim.Result, e
 		b.remember(req)
 		return claim.Result{Outcome: claim.Won, Attempt: 1}, nil
 	}
-	return claim.Result{Outcome: claim.Lost}, nil
+	return claim.Result{Outcome: claim.Lost, Holder: rec.Instance}, nil
 }
 
 // inProcessRetries bounds the re-publishes of a message the server

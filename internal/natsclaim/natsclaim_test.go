@@ -678,3 +678,19 @@ func TestInProcessRecognised(t *testing.T) {
 		t.Fatal("other errors are not 10158")
 	}
 }
+
+// TestLostNamesTheWinner: the answer to a lost claim names the instance
+// whose claim was stored (read back by the loser), for the work spread.
+func TestLostNamesTheWinner(t *testing.T) {
+	b := open(t, newPlace(t).options())
+	r := req("named")
+	mustClaim(t, b, r, claim.Won, "the first claim")
+	res, err := b.Claim(t.Context(), other(r))
+	if err != nil || res.Outcome != claim.Lost || res.Holder != r.Instance {
+		t.Fatalf("another instance's claim: %+v %v, want lost naming %s", res, err, r.Instance)
+	}
+	res, err = b.Claim(t.Context(), r)
+	if err != nil || res.Outcome != claim.Won || res.Holder != "" {
+		t.Fatalf("the winner's re-sent claim: %+v %v, want won naming nobody", res, err)
+	}
+}

@@ -18,9 +18,9 @@ const peerTTL = 10 * time.Minute
 const maxPeers = 256
 
 // peers are the other instances this one has seen holding runs of the
-// store: the holder that a claim's answer names (running, or done and not
-// interrupted; lease backends). Claim-only stores name no winner, so their
-// instances know no peers.
+// store: the holder that a claim's answer names (claim.Result.Holder:
+// lease backends and NATS). Stores that name no winner (RabbitMQ, Redis's
+// claim-only strategies) leave their instances without peers.
 type peers struct {
 	log  *zap.Logger // nil: silent
 	mu   sync.Mutex

@@ -131,11 +131,11 @@ func params(st store, dir, root string) testscript.Params {
 		},
 		// [store:NAME] holds on the store NAME (sqlite, postgres,
 		// redis-lease, ...), for the few lines that do not apply to every
-		// store of a folder; [lease] on the lease stores (those that run
-		// the lease folder).
+		// store of a folder; [peers] on the stores whose answer to a lost
+		// claim names the winner.
 		Condition: func(cond string) (bool, error) {
-			if cond == "lease" {
-				return slices.Contains(st.dirs, "lease"), nil
+			if cond == "peers" {
+				return st.namesWinner, nil
 			}
 			name, ok := strings.CutPrefix(cond, "store:")
 			if !ok {

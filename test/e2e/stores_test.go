@@ -35,6 +35,9 @@ type store struct {
 	setup func(env *testscript.Env, id string) error
 	// dirs are the script folders under testdata that apply to it.
 	dirs []string
+	// namesWinner: a lost claim's answer names the winner (lease stores,
+	// NATS), so the work spread learns its peers ([peers] in scripts).
+	namesWinner bool
 }
 
 // The script folders: common to every store; lease (takeover, fencing) for
@@ -62,9 +65,9 @@ func stores() []store {
 	natsURL := envOr("ANARCHON_TEST_NATS_URL", "nats://127.0.0.1:4222")
 	rabbitURL := envOr("ANARCHON_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")
 	return []store{
-		{name: "sqlite", dirs: localLeaseDirs, setup: func(*testscript.Env, string) error { return nil }},
+		{name: "sqlite", dirs: localLeaseDirs, namesWinner: true, setup: func(*testscript.Env, string) error { return nil }},
 		{
-			name: "postgres", server: &testserver.Postgres, dirs: leaseDirs,
+			name: "postgres", server: &testserver.Postgres, dirs: leaseDirs, namesWinner: true,
 			urlEnv: "ANARCHON_BACKEND_POSTGRES_DSN", url: pgURL,
 			setup: func(env *testscript.Env, id string) error {
 				schema := "e2e_" + id
@@ -94,7 +97,7 @@ func stores() []store {
 		redisStore(redisURL, "script", claimOnlyDirs),
 		redisStore(redisURL, "auto", claimOnlyDirs),
 		{
-			name: "nats", server: &testserver.NATS, dirs: claimOnlyDirs,
+			name: "nats", server: &testserver.NATS, dirs: claimOnlyDirs, namesWinner: true,
 			urlEnv: "ANARCHON_BACKEND_NATS_URL", url: natsURL,
 			setup: func(env *testscript.Env, id string) error {
 				stream := "E2E_" + id
@@ -135,7 +138,7 @@ func stores() []store {
 // redisStore is Redis with one claim strategy, on its own key namespace.
 func redisStore(url, strategy string, dirs []string) store {
 	return store{
-		name: "redis-" + strategy, server: &testserver.Redis, dirs: dirs,
+		name: "redis-" + strategy, server: &testserver.Redis, dirs: dirs, namesWinner: strategy == "lease",
 		urlEnv: "ANARCHON_BACKEND_REDIS_URL", url: url,
 		setup: func(env *testscript.Env, id string) error {
 			ns := "e2e-" + id
