@@ -11,22 +11,30 @@ import (
 	"github.com/anarchon/anarchon/internal/rabbitclaim"
 )
 
-// TestPreparedClaimOnlyPublishes: after Prepare declared the gate, the
-// claims of the instance publish without declaring it again, and decide
-// as usual: won, then lost for another instance's claim.
-func TestPreparedClaimOnlyPublishes(t *testing.T) {
-	u := brokerURL(t)
-	n := newNS(t, u)
-	b := n.open(t)
-	var declares atomic.Int32
+// prepared opens a backend on a namespace of its own that counts its
+// declares, and prepares the claim r of job, due in a second: one declare.
+func prepared(t *testing.T, job string) (u string, n *testNS, b *rabbitclaim.Backend, declares *atomic.Int32, r claim.Request) {
+	t.Helper()
+	u = brokerURL(t)
+	n = newNS(t, u)
+	b = n.open(t)
+	declares = new(atomic.Int32)
 	rabbitclaim.SetHooks(b, func(q string) { declares.Add(1); n.declared(q) }, nil)
-	r := request("prepared", time.Now().Add(time.Second))
+	r = request(job, time.Now().Add(time.Second))
 	if err := b.Prepare(t.Context(), r.Job, r.Slot); err != nil {
 		t.Fatal(err)
 	}
 	if got := declares.Load(); got != 1 {
 		t.Fatalf("Prepare declared %d gates, want 1", got)
 	}
+	return u, n, b, declares, r
+}
+
+// TestPreparedClaimOnlyPublishes: after Prepare declared the gate, the
+// claims of the instance publish without declaring it again, and decide
+// as usual: won, then lost for another instance's claim.
+func TestPreparedClaimOnlyPublishes(t *testing.T) {
+	u, n, b, declares, r := prepared(t, "prepared")
 	wantOutcome(t, mustClaim(t, b, r), claim.Won, "the claim of a prepared gate")
 	if got := declares.Load(); got != 1 {
 		t.Fatalf("%d declares after the claim, want 1 (the preparation's): the claim of a prepared gate declared it again", got)
@@ -42,16 +50,8 @@ func TestPreparedClaimOnlyPublishes(t *testing.T) {
 // (expired, or deleted by an operator) returns the claim's publish; the
 // claim declares the gate and publishes again, and wins.
 func TestPreparedGateGone(t *testing.T) {
-	u := brokerURL(t)
-	n := newNS(t, u)
-	b := n.open(t)
-	var declares atomic.Int32
-	rabbitclaim.SetHooks(b, func(q string) { declares.Add(1); n.declared(q) }, nil)
-	r := request("gone", time.Now().Add(time.Second))
+	u, n, b, declares, r := prepared(t, "gone")
 	queue := rabbitclaim.GateQueue(n.name, r.Job, r.Slot)
-	if err := b.Prepare(t.Context(), r.Job, r.Slot); err != nil {
-		t.Fatal(err)
-	}
 	conn, err := amqp.Dial(u)
 	if err != nil {
 		t.Fatal(err)

@@ -165,31 +165,48 @@ func fmtExit(p *int) string {
 }
 
 func (s *suite) testRace(t *testing.T) {
-	const (
-		rounds     = 3
-		slots      = 50
-		goroutines = 16
-	)
 	ctx, b := s.ctx(t), s.h.New(t)
 	conns := s.connections(t, b)
 	now := s.storeNow(ctx, t, b)
-	for round := range rounds {
-		job := newJob(fmt.Sprintf("race%d", round))
-		base := now.Truncate(time.Second).Add(-time.Duration(slots) * time.Second).UnixMilli()
-		plans := make([][]claim.Request, goroutines)
-		for g := range plans {
-			tok, inst := claim.NewToken(), fmt.Sprintf("racer-%d", g)
+	for round := range 3 {
+		s.raceSlots(ctx, t, b, conns, newJob(fmt.Sprintf("race%d", round)), now, false, fmt.Sprintf("round %d", round+1))
+	}
+}
+
+// raceSlots races 16 claimers, each with a token of its own, over conns on
+// 50 consecutive slots of job (overlap allow: every slot is its own race),
+// and checks one winner per slot. With prepare, every connection first
+// prepares every slot (claim.Preparer).
+func (s *suite) raceSlots(ctx context.Context, t *testing.T, b claim.Backend, conns []claim.Backend,
+	job string, now time.Time, prepare bool, what string) {
+	t.Helper()
+	const (
+		slots      = 50
+		goroutines = 16
+	)
+	base := now.Truncate(time.Second).Add(-time.Duration(slots) * time.Second).UnixMilli()
+	if prepare {
+		for _, c := range conns {
 			for i := range slots {
-				r := request(job, base+int64(i)*1000, now)
-				r.Token, r.Instance = tok, inst
-				r.Overlap = claim.OverlapAllow // every slot is its own race
-				plans[g] = append(plans[g], r)
+				if err := c.(claim.Preparer).Prepare(ctx, job, base+int64(i)*1000); err != nil {
+					t.Fatalf("prepare %s@%d: %v", job, base+int64(i)*1000, err)
+				}
 			}
 		}
-		results := s.race(ctx, conns, plans)
-		s.checkOneWinner(ctx, t, b, results, s.loserOutcome(), 1,
-			fmt.Sprintf("round %d: %d claimers over %d connection(s)", round+1, goroutines, len(conns)))
 	}
+	plans := make([][]claim.Request, goroutines)
+	for g := range plans {
+		tok, inst := claim.NewToken(), fmt.Sprintf("racer-%d", g)
+		for i := range slots {
+			r := request(job, base+int64(i)*1000, now)
+			r.Token, r.Instance = tok, inst
+			r.Overlap = claim.OverlapAllow
+			plans[g] = append(plans[g], r)
+		}
+	}
+	results := s.race(ctx, conns, plans)
+	s.checkOneWinner(ctx, t, b, results, s.loserOutcome(), 1,
+		fmt.Sprintf("%s: %d claimers over %d connection(s)", what, goroutines, len(conns)))
 }
 
 // checkOneWinner asserts that every slot raced in results has exactly one
