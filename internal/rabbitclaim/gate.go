@@ -278,7 +278,15 @@ func (b *Backend) runGate(ctx context.Context, s *session, gc *gateChannel, queu
 		switch {
 		case returned && prepared:
 			// The gate declared ahead is gone (expired, deleted): the
-			// claim was stored nowhere. Declare the gate and publish again.
+			// claim was stored nowhere. Declare the gate and publish
+			// again, unless the waiter has left (it answered unknown: a
+			// claim stored now would win a run that nobody runs).
+			select {
+			case <-op.abandon:
+				fate = reuseIt
+				return
+			default:
+			}
 			prepared = false
 			continue
 		case returned:
