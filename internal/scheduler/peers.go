@@ -78,15 +78,16 @@ func (p *peers) forget(now time.Time) {
 // RankedDelay is the work-spread delay of self's first claim of (job, slot)
 // among the instances it knows, others (self not among them). The n
 // instances are ranked by SpreadDelay (ties by name); rank r waits
-// r × step, step = spread/(n-1), plus its own SpreadDelay scaled into
-// [0, step/2]. So the first in rank, the instance with the shortest
-// SpreadDelay (the one that claims first without peers: whichever delay an
-// instance uses, the same instance tends to win), claims within half a
-// step of the slot, and each of the others at least half a step after the
-// one before it. The half step keeps views that differ apart: an instance
-// that does not know the first in rank, and so takes itself for the first,
-// still waits longer than it (its own delay is longer), loses to it and
-// learns it. With no peers known the delay is SpreadDelay itself.
+// r × step plus its own SpreadDelay scaled into [0, step/2], with
+// step = spread/(n - 1/2), so that the last waits at most spread. The
+// first in rank, the instance with the shortest SpreadDelay (the one that
+// claims first without peers: whichever delay an instance uses, the same
+// instance tends to win), claims within half a step of the slot, and each
+// of the others at least half a step after the one before it. The half
+// step keeps views that differ apart: an instance that does not know the
+// first in rank, and so takes itself for the first, still waits longer
+// than it (its own delay is longer), loses to it and learns it. With no
+// peers known the delay is SpreadDelay itself.
 func RankedDelay(self string, others []string, job string, slotMs int64, spread time.Duration) time.Duration {
 	own := SpreadDelay(self, job, slotMs, spread)
 	if len(others) == 0 || spread <= 0 {
@@ -98,6 +99,6 @@ func RankedDelay(self string, others []string, job string, slotMs int64, spread 
 			rank++
 		}
 	}
-	step := spread / time.Duration(len(others))
+	step := 2 * spread / time.Duration(2*len(others)+1)
 	return time.Duration(rank)*step + time.Duration(float64(step/2)*float64(own)/float64(spread))
 }

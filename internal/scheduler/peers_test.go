@@ -11,7 +11,8 @@ import (
 )
 
 // With peers known, the instances of a slot wait in the order of their
-// SpreadDelay, rank r within [r, r+1/2] steps of spread/(n-1): the first
+// SpreadDelay, rank r within [r, r+1/2] steps of spread/(n-1/2), the
+// last at most spread: the first
 // is the instance that claims first without peers, and each instance is
 // first for about 1/n of the slots.
 func TestRankedDelay(t *testing.T) {
@@ -19,7 +20,7 @@ func TestRankedDelay(t *testing.T) {
 	for _, instances := range [][]string{{"a", "b"}, {"a", "b", "c"}, {"h1", "h2", "h3", "h4", "h5"}} {
 		t.Run(fmt.Sprint(len(instances)), func(t *testing.T) {
 			n := len(instances)
-			step := spread / time.Duration(n-1)
+			step := 2 * spread / time.Duration(2*n-1)
 			first := map[string]int{}
 			const slots = 3000
 			for k := range slots {
@@ -36,7 +37,7 @@ func TestRankedDelay(t *testing.T) {
 				byDelay := slices.Clone(instances)
 				slices.SortFunc(byDelay, func(x, y string) int { return int(ranked[x] - ranked[y]) })
 				for r, in := range byDelay {
-					if d := ranked[in]; d < time.Duration(r)*step || d > time.Duration(r)*step+step/2 {
+					if d := ranked[in]; d < time.Duration(r)*step || d > time.Duration(r)*step+step/2 || d > spread {
 						t.Fatalf("slot %d: rank %d (%s) waits %v, want within [%v, %v]", k, r, in, d, time.Duration(r)*step, time.Duration(r)*step+step/2)
 					}
 				}
