@@ -547,6 +547,31 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			name: "claim-only: the winner's clock ran 400 ms ahead and it was killed before the slot (real time)", lease: false,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot30)
+				r := row(slot30, 1, 0, tok(slot30, 1, 0), "running", 0)
+				started := time.UnixMilli(slot30 + 5).UTC().Format(time.RFC3339Nano) // the winner's clock
+				r.StartedAt = &started
+				f.setStatus(r)
+				f.faults = append(f.faults, Fault{AtMs: at(20), Kind: FaultSkew, Instance: 0, SkewMs: 400},
+					Fault{AtMs: slot30 - 300, Kind: FaultKill, Instance: 0},
+					Fault{AtMs: at(32), Kind: FaultStart, Instance: 0})
+				f.daemon[0] = claimAt(t, at(32.2), slot30, 0, tok(slot30, 9, 0), "lost", 0)
+				f.daemon[1] = claimAt(t, slot30+30, slot30, 1, tok(slot30, 9, 1), "lost", 0)
+				f.daemon[2] = claimAt(t, slot30+40, slot30, 2, tok(slot30, 9, 2), "lost", 0)
+			},
+			check: func(t *testing.T, r Report) {
+				var result bool
+				for _, e := range r.Excused {
+					result = result || (e.Check == KindResult && strings.Contains(e.Reason, "died before start"))
+				}
+				if !result {
+					t.Errorf("excused %v: want the running row without a start excused, its winner killed", r.Excused)
+				}
+			},
+		},
+		{
 			name: "claim-only: every answer lost and the silent instance was killed (no status row)", lease: false,
 			setup: func(t *testing.T, f *fx) {
 				f.drop(slot30)
