@@ -209,12 +209,13 @@ type Batcher interface {
 // Preparer is a backend whose claims cost less when the store is readied
 // for a run before its slot (RabbitMQ declares the run's gate queue). The
 // scheduler calls Prepare once per instance and slot, PrepareLead before
-// the slot, and never waits for it: a claim decides the same with or
+// the slot's claim is due, and never waits for it: a claim decides the same with or
 // without it, and the same when the preparation failed or was undone
 // (the gate expired or was deleted).
 type Preparer interface {
 	Backend
-	// PrepareLead is how long before a slot its preparation is sent.
+	// PrepareLead is how long before a slot's claim its preparation is
+	// sent.
 	PrepareLead() time.Duration
 	// Prepare readies the store for the claims of (job, slot). It is
 	// idempotent; several instances prepare the same run.

@@ -37,9 +37,11 @@ type Decision struct {
 func Decide(cur *Run, otherLive bool, now time.Time, req Request) Decision {
 	res := Result{StoreNow: now}
 	grant := func(attempt int, ev Event) Decision {
+		// A run claimed ahead of its slot starts at the slot; its lease
+		// runs from the claim.
 		w := &Run{
 			Job: req.Job, Slot: req.Slot, Status: StatusRunning, Attempt: attempt,
-			Instance: req.Instance, Token: req.Token, StartedAt: now, LeaseUntil: now.Add(req.Lease),
+			Instance: req.Instance, Token: req.Token, StartedAt: StartOf(now, req.Slot), LeaseUntil: now.Add(req.Lease),
 		}
 		res.Outcome, res.Attempt, res.LeaseUntil = Won, attempt, w.LeaseUntil
 		return Decision{Result: res, Write: w, Event: ev}
@@ -99,4 +101,14 @@ func (r Request) CheckLease() error {
 		return fmt.Errorf("negative maxLate %v", r.MaxLate)
 	}
 	return nil
+}
+
+// StartOf is when a run granted at the instant granted starts: then, or at
+// its slot (ms) when it was claimed ahead of it (the scheduler's
+// claimAhead). Status shows this as the run's start.
+func StartOf(granted time.Time, slot int64) time.Time {
+	if s := time.UnixMilli(slot).UTC(); granted.Before(s) {
+		return s
+	}
+	return granted
 }

@@ -141,6 +141,7 @@ type Job struct {
 
 	MaxLate         time.Duration
 	ClaimSpread     time.Duration // bound of the delay before a slot's first claim (work spread); 0: none
+	ClaimAhead      time.Duration // how long before its slot a run is claimed; the job starts at the slot
 	Lease           time.Duration
 	Heartbeat       time.Duration
 	MaxAttempts     int

@@ -30,8 +30,8 @@ func TestBuiltinDefaults(t *testing.T) {
 		Jobs: []Job{{
 			Name: "a", Schedule: "* * * * *", Command: "true",
 			Timezone: "UTC", Location: time.UTC,
-			MaxLate: time.Minute, ClaimSpread: 10 * time.Millisecond, Lease: 30 * time.Second, Heartbeat: 10 * time.Second,
-			MaxAttempts: 3, Overlap: "skip", Timeout: time.Hour, KillGrace: 10 * time.Second,
+			MaxLate: time.Minute, ClaimSpread: 10 * time.Millisecond, ClaimAhead: 50 * time.Millisecond,
+			Lease: 30 * time.Second, Heartbeat: 10 * time.Second, MaxAttempts: 3, Overlap: "skip", Timeout: time.Hour, KillGrace: 10 * time.Second,
 			Shell: "/bin/sh", OutputTailBytes: 4096, Line: 2, Index: 0,
 		}},
 	}
@@ -200,6 +200,38 @@ func TestClaimSpread(t *testing.T) {
 			for i, w := range tc.want {
 				if got := cfg.Jobs[i].ClaimSpread; got != w {
 					t.Errorf("job %s: claim spread %v, want %v", cfg.Jobs[i].Name, got, w)
+				}
+			}
+		})
+	}
+}
+
+func TestClaimAhead(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name, yaml string
+		env        []string
+		want       []time.Duration // per job
+	}{
+		{"built-in default", "jobs:\n" + job("a"), nil, []time.Duration{50 * ms}},
+		{"defaults and job", "defaults: {claimAheadMs: 200}\njobs:\n" + job("a") + job("b") + "    claimAheadMs: 0\n" + job("c") + "    claimAheadMs: 1000\n",
+			nil, []time.Duration{200 * ms, 0, 1000 * ms}},
+		{"just below the heartbeat", "jobs:\n" + job("a") + "    heartbeatMs: 100\n    claimAheadMs: 99\n", nil, []time.Duration{99 * ms}},
+		{"below the default heartbeat", "jobs:\n" + job("a") + "    leaseMs: 900\n    claimAheadMs: 299\n", nil, []time.Duration{299 * ms}},
+		// The built-in default never makes a short heartbeat invalid: it
+		// shrinks below half of it.
+		{"built-in default under a short heartbeat", "jobs:\n" + job("a") + "    heartbeatMs: 1\n" + job("b") + "    heartbeatMs: 61\n" + job("c") + "    leaseMs: 300\n",
+			nil, []time.Duration{0, 30 * ms, 49 * ms}},
+		{"env override", "jobs:\n" + job("a"), []string{"ANARCHON_DEFAULTS_CLAIMAHEADMS=0"}, []time.Duration{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := mustParse(t, tc.yaml, tc.env...)
+			if len(cfg.Jobs) != len(tc.want) {
+				t.Fatalf("%d jobs, want %d", len(cfg.Jobs), len(tc.want))
+			}
+			for i, w := range tc.want {
+				if got := cfg.Jobs[i].ClaimAhead; got != w {
+					t.Errorf("job %s: claim ahead %v, want %v", cfg.Jobs[i].Name, got, w)
 				}
 			}
 		})
@@ -394,8 +426,8 @@ func TestEnvThroughViper(t *testing.T) {
 			t.Errorf("%s: viper (%s, %q, %v), list (%s, %q, %v)", ps.path, n1, v1, ok1, n2, v2, ok2)
 		}
 	}
-	if len(paths) != 58 {
-		t.Errorf("%d overridable settings, want 58: update the docs' table", len(paths))
+	if len(paths) != 59 {
+		t.Errorf("%d overridable settings, want 59: update the docs' table", len(paths))
 	}
 }
 

@@ -41,6 +41,7 @@ const (
 	defaultTimezone        = "UTC"
 	defaultMaxLateMs       = 60000
 	defaultClaimSpreadMs   = 10
+	defaultClaimAheadMs    = 50
 	defaultLeaseMs         = 30000
 	defaultMaxAttempts     = 3
 	defaultOverlap         = "skip"
@@ -63,6 +64,9 @@ const (
 	// clock skew and timer jitter between instances; a second of it would
 	// only delay every job.
 	MaxClaimSpreadMs = 1000
+	// MaxClaimAheadMs bounds claimAheadMs: the head start only has to
+	// cover the spread and the claim's round trip.
+	MaxClaimAheadMs = 1000
 	// retentionFactor: a claim-only backend's retention must be at least
 	// retentionFactor times maxLate. A late instance claims a slot up to
 	// maxLate after it (by its own clock, which may be skewed, and after a
@@ -486,6 +490,7 @@ type policy struct {
 	badZone      bool
 	maxLate      setting[int64]
 	claimSpread  setting[int64]
+	claimAhead   setting[int64]
 	lease        setting[int64]
 	heartbeat    setting[int64]
 	heartbeatSet bool // false: leaseMs / 3
@@ -503,6 +508,7 @@ func builtinPolicy() policy {
 		loc:         time.UTC,
 		maxLate:     def[int64](defaultMaxLateMs),
 		claimSpread: def[int64](defaultClaimSpreadMs),
+		claimAhead:  def[int64](defaultClaimAheadMs),
 		lease:       def[int64](defaultLeaseMs),
 		maxAttempts: def[int64](defaultMaxAttempts),
 		overlap:     def(defaultOverlap),
@@ -529,6 +535,7 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	}
 	pol.maxLate = get(p, vals, prefix+"maxLateMs", base.maxLate, p.asInt, ms(0))
 	pol.claimSpread = get(p, vals, prefix+"claimSpreadMs", base.claimSpread, p.asInt, intRange(0, MaxClaimSpreadMs))
+	pol.claimAhead = get(p, vals, prefix+"claimAheadMs", base.claimAhead, p.asInt, intRange(0, MaxClaimAheadMs))
 	pol.lease = get(p, vals, prefix+"leaseMs", base.lease, p.asInt, ms(1))
 	if hb := get(p, vals, prefix+"heartbeatMs", setting[int64]{}, p.asInt, ms(1)); hb.at != nil {
 		pol.heartbeat, pol.heartbeatSet = hb, true
@@ -558,17 +565,10 @@ func (p *parser) heartbeatOf(pol policy, inJob bool) int64 {
 	if inJob && !pol.heartbeat.jobLevel() && !pol.lease.jobLevel() {
 		return hb
 	}
-	if hb >= lease {
-		hbDesc, leaseDesc := fmt.Sprintf("heartbeatMs %d", hb), fmt.Sprintf("leaseMs %d", lease)
-		at := pol.heartbeat.at
-		if inJob && !pol.heartbeat.jobLevel() {
-			at = pol.lease.at
-			hbDesc += " (from " + pol.heartbeat.origin() + ")"
-		} else {
-			leaseDesc += " (from " + pol.lease.origin() + ")"
-		}
-		p.errorf(at, "%s must be less than %s: the lease must be renewed before it runs out", hbDesc, leaseDesc)
-	} else if hb*2 > lease {
+	if !p.lessThan(inJob, pol.heartbeat, pol.lease, "heartbeatMs", "leaseMs", "the lease must be renewed before it runs out") {
+		return hb
+	}
+	if hb*2 > lease {
 		p.warnAt(pol.heartbeat.at, "heartbeatMs %d is more than half of leaseMs %d: one late renewal lets the lease run out", hb, lease)
 	}
 	return hb
@@ -585,22 +585,53 @@ func (p *parser) claimSpreadOf(pol policy, inJob bool) int64 {
 	if pol.claimSpread.at == nil {
 		return min(spread, max(maxLate-1, 0)/2)
 	}
-	if spread == 0 || spread < maxLate {
+	if spread == 0 || p.lessThan(inJob, pol.claimSpread, pol.maxLate, "claimSpreadMs", "maxLateMs", "a claim held back that long would be late") {
 		return spread
 	}
-	if inJob && !pol.claimSpread.jobLevel() && !pol.maxLate.jobLevel() {
-		return 0
-	}
-	spreadDesc, lateDesc := fmt.Sprintf("claimSpreadMs %d", spread), fmt.Sprintf("maxLateMs %d", maxLate)
-	at := pol.claimSpread.at
-	if inJob && !pol.claimSpread.jobLevel() {
-		at = pol.maxLate.at
-		spreadDesc += " (from " + pol.claimSpread.origin() + ")"
-	} else {
-		lateDesc += " (from " + pol.maxLate.origin() + ")"
-	}
-	p.errorf(at, "%s must be less than %s: a claim held back that long would be late", spreadDesc, lateDesc)
 	return 0
+}
+
+// claimAheadOf checks claimAhead against the heartbeat (hb, in ms) and
+// returns it in ms. A claim sent ahead holds its lease unrenewed until the
+// slot, so an ahead that is set must be less than the heartbeat. The
+// built-in default is not an error: it shrinks to less than half of a
+// short heartbeat.
+func (p *parser) claimAheadOf(pol policy, hb int64, inJob bool) int64 {
+	ahead := pol.claimAhead.val
+	if pol.claimAhead.at == nil {
+		return min(ahead, max(hb-1, 0)/2)
+	}
+	heartbeat, key := pol.heartbeat, "heartbeatMs"
+	if !pol.heartbeatSet {
+		heartbeat, key = setting[int64]{val: hb, at: pol.lease.at}, "heartbeatMs (leaseMs/3)"
+	}
+	if ahead == 0 || p.lessThan(inJob, pol.claimAhead, heartbeat, "claimAheadMs", key, "a claim sent ahead holds its lease unrenewed until the slot") {
+		return ahead
+	}
+	return 0
+}
+
+// lessThan reports whether a < b, and when not, reports that a (named
+// aKey) must be less than b (bKey), why, at a's place, or at b's where
+// only b is the job's own. For a job (inJob), a problem made only of
+// inherited values is not reported again: it was reported at defaults.
+func (p *parser) lessThan(inJob bool, a, b setting[int64], aKey, bKey, why string) bool {
+	if a.val < b.val {
+		return true
+	}
+	if inJob && !a.jobLevel() && !b.jobLevel() {
+		return false
+	}
+	aDesc, bDesc := fmt.Sprintf("%s %d", aKey, a.val), fmt.Sprintf("%s %d", bKey, b.val)
+	at := a.at
+	if inJob && !a.jobLevel() {
+		at = b.at
+		aDesc += " (from " + a.origin() + ")"
+	} else {
+		bDesc += " (from " + b.origin() + ")"
+	}
+	p.errorf(at, "%s must be less than %s: %s", aDesc, bDesc, why)
+	return false
 }
 
 // warnAt records a warning formatted like an Error at v.
@@ -681,7 +712,7 @@ func (p *parser) resolve() *Config {
 
 	// Defaults, then jobs.
 	defaults := p.resolvePolicy(vals, "defaults.", builtinPolicy())
-	p.heartbeatOf(defaults, false)
+	p.claimAheadOf(defaults, p.heartbeatOf(defaults, false), false)
 	p.claimSpreadOf(defaults, false)
 	var infos []jobInfo
 	names := map[string]*value{}
@@ -757,7 +788,9 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.MaxLate = time.Duration(pol.maxLate.val) * time.Millisecond
 	j.ClaimSpread = time.Duration(p.claimSpreadOf(pol, true)) * time.Millisecond
 	j.Lease = time.Duration(pol.lease.val) * time.Millisecond
-	j.Heartbeat = time.Duration(p.heartbeatOf(pol, true)) * time.Millisecond
+	hb := p.heartbeatOf(pol, true)
+	j.Heartbeat = time.Duration(hb) * time.Millisecond
+	j.ClaimAhead = time.Duration(p.claimAheadOf(pol, hb, true)) * time.Millisecond
 	j.MaxAttempts = int(pol.maxAttempts.val)
 	j.Overlap = pol.overlap.val
 	j.Timeout = pol.timeout.val

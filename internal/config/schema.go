@@ -38,6 +38,7 @@ var defaultsSpecs = []*spec{
 	{key: "timezone", kind: kindString},
 	{key: "maxLateMs", kind: kindInt},
 	{key: "claimSpreadMs", kind: kindInt},
+	{key: "claimAheadMs", kind: kindInt},
 	{key: "leaseMs", kind: kindInt},
 	{key: "heartbeatMs", kind: kindInt},
 	{key: "maxAttempts", kind: kindInt},

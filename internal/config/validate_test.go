@@ -204,6 +204,15 @@ var errorCases = []struct {
 	{name: "claim spread from env not below maxLate", yaml: "defaults:\n  maxLateMs: 50\n",
 		env:  []string{"ANARCHON_DEFAULTS_CLAIMSPREADMS=50"},
 		want: []string{`ANARCHON_DEFAULTS_CLAIMSPREADMS:defaults.claimSpreadMs:claimSpreadMs 50 must be less than maxLateMs 50 (from defaults.maxLateMs, line 2)`}},
+	{name: "claim ahead too large", yaml: "jobs:\n" + job("a") + "    claimAheadMs: 1001\n",
+		want: []string{`5:jobs[0].claimAheadMs:must be between 0 and 1000, not 1001`}},
+	{name: "claim ahead not below the heartbeat in defaults", yaml: "defaults:\n  heartbeatMs: 500\n  claimAheadMs: 500\njobs:\n" + job("a") + job("b"),
+		// Reported once, at defaults, not again for every job.
+		want: []string{`3:defaults.claimAheadMs:claimAheadMs 500 must be less than heartbeatMs 500 (from defaults.heartbeatMs, line 2): a claim sent ahead holds its lease unrenewed until the slot`}},
+	{name: "job claim ahead not below the default heartbeat", yaml: "jobs:\n" + job("a") + "    leaseMs: 1500\n    claimAheadMs: 500\n",
+		want: []string{`6:jobs[0].claimAheadMs:claimAheadMs 500 must be less than heartbeatMs (leaseMs/3) 500 (from jobs[0].leaseMs, line 5)`}},
+	{name: "job lease below inherited claim ahead", yaml: "defaults:\n  claimAheadMs: 400\njobs:\n" + job("a") + "    leaseMs: 900\n" + job("b"),
+		want: []string{`7:jobs[0].leaseMs:claimAheadMs 400 (from defaults.claimAheadMs, line 2) must be less than heartbeatMs (leaseMs/3) 300`}},
 	{name: "unknown zones", yaml: "defaults:\n  timezone: Europe/Atlantis\njobs:\n" + job("a") + "    timezone: Mars/Olympus\n" + job("b") + "    timezone: Local\n",
 		want: []string{
 			`2:defaults.timezone:unknown time zone "Europe/Atlantis"`,

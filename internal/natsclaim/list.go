@@ -206,7 +206,7 @@ func add(found map[runKey]*joined, subject string, data []byte, stored time.Time
 func (j *joined) run(k runKey) claim.Run {
 	r := claim.Run{Job: k.job, Slot: k.slot, Status: claim.StatusRunning, Attempt: 1}
 	if j.claim != nil {
-		r.Instance, r.Token, r.StartedAt = j.claim.Instance, j.claim.Token, j.claimed
+		r.Instance, r.Token, r.StartedAt = j.claim.Instance, j.claim.Token, claim.StartOf(j.claimed, k.slot)
 	}
 	var res *resultRecord
 	for i := range j.results {

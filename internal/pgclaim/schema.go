@@ -1,5 +1,7 @@
 package pgclaim
 
+import "strings"
+
 // Schema migrations, applied in order by migrate, each exactly once per
 // table. Migration i (0-based) brings the table to version i+1; the versions
 // applied are recorded in <table>_schema. Never edit a released migration:
@@ -312,7 +314,16 @@ var migrations = []string{
 	// interrupted), a new OUT column: hence DROP and CREATE. Instances of
 	// version 2 still running during an upgrade name the four columns they
 	// read, which the new function still has.
-	`	DROP FUNCTION {{claim}}(text, bigint, text, text, bigint, bigint, integer, boolean);
+	claimV3,
+	// 4: a run claimed ahead of its slot (claimAheadMs) is recorded as
+	// started at its slot, not at the claim (its lease still runs from the
+	// claim): version 3's function with that one change, derived from it
+	// below so that the two cannot drift apart elsewhere.
+	claimV4,
+}
+
+// claimV3 is migration 3 (released: never edit it).
+const claimV3 = `	DROP FUNCTION {{claim}}(text, bigint, text, text, bigint, bigint, integer, boolean);
 	CREATE FUNCTION {{claim}}(
 		p_job text, p_slot bigint, p_token text, p_instance text,
 		p_max_late_ms bigint, p_lease_ms bigint, p_max_attempts integer, p_overlap_skip boolean,
@@ -424,7 +435,31 @@ var migrations = []string{
 		attempt := cur.attempt + 1;
 		lease_until := now_ms + p_lease_ms;
 	END
-	$claim$;`,
+	$claim$;`
+
+// claimV4 is migration 4: claimV3's function, replaced, recording a first
+// attempt as started at max(store now, slot).
+var claimV4 = derive(claimV3, "CREATE FUNCTION",
+	"CREATE FUNCTION", "CREATE OR REPLACE FUNCTION",
+	"VALUES (p_job, p_slot, 'running', 1, p_instance, p_token,\n\t\t\t\t\tnow_ms, NULL,",
+	"VALUES (p_job, p_slot, 'running', 1, p_instance, p_token,\n\t\t\t\t\tgreatest(now_ms, p_slot), NULL,")
+
+// derive returns base from its first occurrence of from on, with each
+// pair of replacements (old, new) applied once; it panics, at package
+// initialisation, when from or an old string is not in base.
+func derive(base, from string, pairs ...string) string {
+	i := strings.Index(base, from)
+	if i < 0 {
+		panic("pgclaim: derive: " + from + " not found")
+	}
+	out := base[i:]
+	for k := 0; k+1 < len(pairs); k += 2 {
+		if !strings.Contains(out, pairs[k]) {
+			panic("pgclaim: derive: " + pairs[k] + " not found")
+		}
+		out = strings.Replace(out, pairs[k], pairs[k+1], 1)
+	}
+	return out
 }
 
 // nowMs is the store's clock in integer milliseconds since the Unix epoch.
@@ -484,7 +519,8 @@ const (
 	// finishSQL records a result, fenced by token and status, and appends
 	// "finished" to the history, in one statement.
 	finishSQL = `WITH u AS (
-			UPDATE {{runs}} AS r SET status = $3, exit_code = $4, output_tail = $5, finished_at = {{now}}
+			UPDATE {{runs}} AS r SET status = $3, exit_code = $4, output_tail = $5,
+				finished_at = greatest(r.started_at, {{now}})
 			WHERE r.job = $1 AND r.slot = $2 AND r.token = $6 AND r.status = 'running'
 			RETURNING r.job, r.slot, r.attempt, r.token, r.instance, r.finished_at)
 		INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)

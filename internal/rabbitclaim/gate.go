@@ -106,7 +106,7 @@ func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, e
 		b.tokens.set(key, tokenWon, req.Instance, started)
 		b.hist.enqueue(record{
 			Type: recordClaimed, Job: req.Job, Slot: req.Slot, Attempt: 1,
-			Instance: req.Instance, Token: req.Token, Status: claim.StatusRunning, StartedAt: req.Now,
+			Instance: req.Instance, Token: req.Token, Status: claim.StatusRunning, StartedAt: claim.StartOf(req.Now, req.Slot),
 		})
 		return claim.Result{Outcome: claim.Won, Attempt: 1}, nil
 	case answerNack:

@@ -148,7 +148,7 @@ func (j *joinedRun) run(job string, slot int64) claim.Run {
 		res = &j.results[0] // a result whose claim the stream no longer holds
 	}
 	if c != nil {
-		r.Instance, r.Token, r.StartedAt = c.instance, c.token, c.at
+		r.Instance, r.Token, r.StartedAt = c.instance, c.token, claim.StartOf(c.at, slot)
 	}
 	if res == nil {
 		return r

@@ -15,14 +15,18 @@ type entry struct {
 	index int
 }
 
-// slotHeap orders entries by next slot, then by job name so that the order
-// of jobs due together is stable.
+// due is when the claim of e's next slot is due: the job's claimAhead
+// before the slot.
+func (e *entry) due() time.Time { return e.next.Add(-e.job.ClaimAhead) }
+
+// slotHeap orders entries by when their next claim is due, then by job name
+// so that the order of jobs due together is stable.
 type slotHeap []*entry
 
 func (h slotHeap) Len() int { return len(h) }
 func (h slotHeap) Less(i, j int) bool {
-	if !h[i].next.Equal(h[j].next) {
-		return h[i].next.Before(h[j].next)
+	if di, dj := h[i].due(), h[j].due(); !di.Equal(dj) {
+		return di.Before(dj)
 	}
 	return h[i].job.Name < h[j].job.Name
 }

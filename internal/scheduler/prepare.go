@@ -16,7 +16,7 @@ import (
 const maxPreparing = 64
 
 // preparer sends the preparations of a claim.Preparer: one per job's next
-// slot, PrepareLead before it. Only the Run loop touches it.
+// slot, PrepareLead before its claim. Only the Run loop touches it.
 type preparer struct {
 	p    claim.Preparer
 	lead time.Duration
@@ -58,7 +58,7 @@ func (p *preparer) wake() time.Time {
 	if p == nil || len(p.due) == 0 {
 		return time.Time{}
 	}
-	return p.due[0].slot.Add(-p.lead)
+	return p.due[0].at(p.lead)
 }
 
 // sendDue starts the preparations due at now whose slot is still the
@@ -68,9 +68,9 @@ func (s *Scheduler) sendDue(ctx context.Context, wg *sync.WaitGroup, now time.Ti
 	if p == nil {
 		return
 	}
-	for len(p.due) > 0 && !p.due[0].slot.Add(-p.lead).After(now) {
+	for len(p.due) > 0 && !p.due[0].at(p.lead).After(now) {
 		pr := heap.Pop(&p.due).(preparation)
-		if !pr.e.next.Equal(pr.slot) || !pr.slot.After(now) {
+		if !pr.e.next.Equal(pr.slot) || !pr.e.due().After(now) {
 			continue // claimed or replaced already, or due now: no head start left
 		}
 		select {
@@ -98,13 +98,18 @@ type preparation struct {
 	slot time.Time
 }
 
-// prepHeap orders preparations by slot (hence by when they are due).
+// at is when the preparation is due: lead before its claim is.
+func (pr preparation) at(lead time.Duration) time.Time {
+	return pr.slot.Add(-pr.e.job.ClaimAhead - lead)
+}
+
+// prepHeap orders preparations by when they are due.
 type prepHeap []preparation
 
 func (h prepHeap) Len() int { return len(h) }
 func (h prepHeap) Less(i, j int) bool {
-	if !h[i].slot.Equal(h[j].slot) {
-		return h[i].slot.Before(h[j].slot)
+	if ai, aj := h[i].at(0), h[j].at(0); !ai.Equal(aj) {
+		return ai.Before(aj)
 	}
 	return h[i].e.job.Name < h[j].e.job.Name
 }

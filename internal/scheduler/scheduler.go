@@ -202,15 +202,15 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	cursor := start // every slot at or before cursor has been dispatched
 	for ctx.Err() == nil {
 		now := s.o.Clock.Now()
-		if h.Len() > 0 && !(*h)[0].next.After(now) {
+		if h.Len() > 0 && !(*h)[0].due().After(now) {
 			s.dispatchDue(ctx, runCtx, &wg, h, now)
 			cursor = now
 			continue
 		}
 		s.sendDue(ctx, &wg, now)
 		wake := now.Add(s.o.MaxWait)
-		if h.Len() > 0 && (*h)[0].next.Before(wake) {
-			wake = (*h)[0].next
+		if h.Len() > 0 && (*h)[0].due().Before(wake) {
+			wake = (*h)[0].due()
 		}
 		if w := s.prep.wake(); !w.IsZero() && w.Before(wake) {
 			wake = w
@@ -267,7 +267,8 @@ func (s *Scheduler) replace(h *slotHeap, fresh []*entry, cursor time.Time) *slot
 	return nh
 }
 
-// dispatchDue starts a claim for every slot due at now.
+// dispatchDue starts a claim for every slot whose claim is due at now
+// (claimAhead before the slot).
 //
 // Jobs are claimed concurrently; the slots of one job are claimed one after
 // the other in slot order (those due together after a pause or at start,
@@ -282,7 +283,7 @@ func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup,
 	}
 	var batches []*batch
 	byJob := map[string]*batch{}
-	for h.Len() > 0 && !(*h)[0].next.After(now) {
+	for h.Len() > 0 && !(*h)[0].due().After(now) {
 		e := (*h)[0]
 		slot := e.next
 		if now.Sub(slot) > e.job.MaxLate {
@@ -360,17 +361,18 @@ func weightedDelay(d time.Duration, running int64, spread, maxLate time.Duration
 	return max(d, min(w, maxLate/2))
 }
 
-// holdBack waits, before the first claim of (job, slot), until the slot's
-// time plus this instance's spread delay (by the injected clock). The wait
-// is counted from the slot, not from the timer's firing: a late timer (a
-// loaded host) is absorbed, not added, and a slot claimed late (catch-up
-// after a pause or at start) is past its delay already and is claimed at
-// once. It returns ctx's error if the stop began meanwhile.
+// holdBack waits, before the first claim of (job, slot), until the claim's
+// due time (claimAhead before the slot) plus this instance's spread delay
+// (by the injected clock). The wait is counted from the slot, not from the
+// timer's firing: a late timer (a loaded host) is absorbed, not added, and
+// a slot claimed late (catch-up after a pause or at start) is past its
+// delay already and is claimed at once. It returns ctx's error if the stop
+// began meanwhile.
 func (s *Scheduler) holdBack(ctx context.Context, job config.Job, slot time.Time) error {
 	if job.ClaimSpread <= 0 {
 		return nil
 	}
-	return clock.SleepUntil(ctx, s.o.Clock, slot.Add(s.spreadDelay(job, slot)))
+	return clock.SleepUntil(ctx, s.o.Clock, slot.Add(s.spreadDelay(job, slot)-job.ClaimAhead))
 }
 
 // spreadDelay is this instance's work-spread delay before its first claim
@@ -660,13 +662,16 @@ func (s *Scheduler) adopt(ctx, runCtx context.Context, wg *sync.WaitGroup, start
 	}
 }
 
-// execute runs a won attempt; a win that arrives after the stop began is
-// released at once so that another instance can take it. It reports
+// execute runs a won attempt at its slot; a win that arrives after the stop
+// began, or before its slot when the stop begins, is released at once so
+// that another instance can take it. It reports
 // whether the run needs nothing more from this instance: the result was
 // recorded, or the stop began.
 func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answered) bool {
 	fence := c.req.Fence(c.res.Attempt)
-	if ctx.Err() != nil {
+	// A claim sent ahead of its slot was won before it: the command starts
+	// at the slot, as it would have without the head start.
+	if clock.SleepUntil(ctx, s.o.Clock, c.req.SlotTime()) != nil {
 		if s.leaser != nil {
 			if err := s.leaser.Release(runCtx, fence); err != nil {
 				s.o.Log.Warn("release after stop", zap.String("run", fence.String()), zap.Error(err))

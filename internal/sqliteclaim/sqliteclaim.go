@@ -127,7 +127,7 @@ const (
 
 	// finishSQL records a result, fenced by token and status.
 	finishSQL = `UPDATE runs SET status = ?3, exit_code = ?4, output_tail = ?5,
-		finished_at = ` + nowMs + `
+		finished_at = max(started_at, ` + nowMs + `)
 		WHERE job = ?1 AND slot = ?2 AND token = ?6 AND status = 'running'
 		RETURNING attempt, instance, finished_at`
 

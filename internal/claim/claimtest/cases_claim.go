@@ -121,6 +121,34 @@ func (s *suite) testFinishThenListed(t *testing.T) {
 	checkFinished(t, runs[0], r, 1, fin)
 }
 
+// A run claimed ahead of its slot (the scheduler's claimAhead) is won at
+// once, a lease backend's lease counted from the claim, but it starts at
+// its slot: status must not show it started before the slot.
+func (s *suite) testClaimedAhead(t *testing.T) {
+	ctx, b := s.ctx(t), s.h.New(t)
+	now := s.storeNow(ctx, t, b)
+	r := request(newJob("ahead"), now.Add(2*time.Second).UnixMilli(), now)
+	res := mustClaim(ctx, t, b, r)
+	wantWon(t, res, 1, "a claim 2s ahead of its slot")
+	if s.leaser {
+		s.checkLease(t, res, r.Lease, "a claim ahead of its slot (the lease runs from the claim)")
+		run, _, err := leaser(t, b).Read(ctx, r.Job, r.Slot)
+		if err != nil {
+			t.Fatalf("read the run claimed ahead: %v", err)
+		}
+		if !run.StartedAt.Equal(r.SlotTime()) {
+			t.Fatalf("a run claimed ahead of its slot started at %s, want its slot %s", run.StartedAt, r.SlotTime())
+		}
+	}
+	runs, err := b.ListRuns(ctx, claim.ListQuery{Job: r.Job})
+	if err != nil {
+		t.Fatalf("list runs: %v", err)
+	}
+	if len(runs) != 1 || runs[0].Status != claim.StatusRunning || !runs[0].StartedAt.Equal(r.SlotTime()) {
+		t.Fatalf("status must list the run claimed ahead as running, started at its slot %s: got %+v", r.SlotTime(), runs)
+	}
+}
+
 // checkFinished checks what status shows of a run finished by r's attempt.
 func checkFinished(t *testing.T, got claim.Run, r claim.Request, attempt int, fin claim.Finish) {
 	t.Helper()

@@ -128,6 +128,7 @@ func Exercise(t *testing.T, h Harness) {
 		s.run(t, "Late", s.testLate)
 		s.run(t, "WithinMaxLate", s.testWithinMaxLate)
 		s.run(t, "FinishThenListed", s.testFinishThenListed)
+		s.run(t, "ClaimedAhead", s.testClaimedAhead)
 		s.run(t, "Race", s.testRace)
 	})
 	if !leaser {

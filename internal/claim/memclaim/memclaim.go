@@ -132,6 +132,9 @@ func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) e
 	}
 	code := fin.ExitCode
 	r.Status, r.ExitCode, r.OutputTail, r.FinishedAt = fin.Status, &code, fin.OutputTail, b.clock.Now()
+	if r.FinishedAt.Before(r.StartedAt) {
+		r.FinishedAt = r.StartedAt // claimed ahead, finished before its slot by store time
+	}
 	return nil
 }
 

@@ -95,6 +95,6 @@ redis.call('XADD', history, 'MAXLEN', '~', ARGV[8], '*', 'event', event,
 redis.call('HSET', live, slot, until_ms)
 redis.call('HSET', state, slot, cjson.encode({
   status = 'running', attempt = attempt, instance = instance, token = token,
-  started_at = now, lease_until = until_ms,
+  started_at = math.max(now, tonumber(slot)), lease_until = until_ms,
 }))
 return {'won', attempt, now, until_ms, event, ''}

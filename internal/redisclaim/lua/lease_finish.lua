@@ -1,5 +1,6 @@
 -- anarchon redis lease: record a run's result (SPEC §4), only where the run
--- is running under the caller's token. finished_at is store time.
+-- is running under the caller's token. finished_at is store time, never
+-- before started_at (a run claimed ahead starts at its slot).
 --
 -- KEYS[1] {ns:job}:state, KEYS[2] {ns:job}:slots, KEYS[3] {ns:job}:live,
 -- KEYS[4] {ns:job}:history
@@ -37,6 +38,6 @@ redis.call('XADD', history, 'MAXLEN', '~', ARGV[6], '*',
 -- claimed by an earlier version is already there, and ZADD changes nothing).
 redis.call('HDEL', live, slot)
 redis.call('ZADD', slots, slot, slot)
-run.status, run.finished_at, run.exit_code, run.output_tail = status, now, exit_code, tail
+run.status, run.finished_at, run.exit_code, run.output_tail = status, math.max(now, tonumber(run.started_at) or 0), exit_code, tail
 redis.call('HSET', state, slot, cjson.encode(run))
 return {'ok'}

@@ -1,0 +1,167 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/claim/memclaim"
+	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/runner"
+)
+
+// clockedExec is an executor that notes the clock's reading when each
+// execution begins (the command's start), then behaves as fakeExec.
+type clockedExec struct {
+	*fakeExec
+	clk *clock.Fake
+	mu  sync.Mutex
+	at  map[int64]time.Time // slot (ms) -> clock at the execution's start
+}
+
+func (c *clockedExec) Run(ctx context.Context, e runner.Execution) runner.Report {
+	c.mu.Lock()
+	c.at[e.Fence.Slot] = c.clk.Now()
+	c.mu.Unlock()
+	return c.fakeExec.Run(ctx, e)
+}
+
+// claimClock notes the request's clock reading (its Now) of every claim;
+// it is a claim.Leaser as its store is.
+type claimClock struct {
+	*memclaim.Backend
+	mu   sync.Mutex
+	sent map[int64]time.Time // slot (ms) -> req.Now of its first claim
+}
+
+func (c *claimClock) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
+	c.mu.Lock()
+	if _, ok := c.sent[req.Slot]; !ok {
+		c.sent[req.Slot] = req.Now
+	}
+	c.mu.Unlock()
+	return c.Backend.Claim(ctx, req)
+}
+
+// runAhead starts instance "a" with a job claimed 50 ms ahead of its
+// every-second slots (spread 20 ms), noting when each claim was sent and
+// each execution began.
+func runAhead(t *testing.T, h *harness, hold bool) (*claimClock, *clockedExec, context.CancelFunc, chan struct{}) {
+	t.Helper()
+	j := job("tick", "* * * * * *")
+	j.ClaimAhead = 50 * time.Millisecond
+	j.ClaimSpread = 20 * time.Millisecond
+	cc := &claimClock{Backend: h.store, sent: map[int64]time.Time{}}
+	fe := newFakeExec("a", h.got, h.store)
+	fe.hold = hold
+	ex := &clockedExec{fakeExec: fe, clk: h.clk, at: map[int64]time.Time{}}
+	s, err := New(Options{Backend: cc, Clock: h.clk, Instance: "a", Executor: ex, ShutdownGrace: time.Second, Unbatched: true}, []config.Job{j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		close(fe.release)
+		select {
+		case <-done:
+		case <-time.After(waitFor):
+			t.Error("scheduler did not stop")
+		}
+	})
+	return cc, ex, cancel, done
+}
+
+// A run is claimed claimAhead before its slot (plus the spread's delay)
+// and its command starts at the slot, not before: the claim's round trip
+// and the spread are paid before the slot instead of after it.
+func TestClaimAheadStartsTheJobAtTheSlot(t *testing.T) {
+	h := newHarness(t)
+	cc, ex, _, _ := runAhead(t, h, false)
+	h.next() // the start's catch-up of slot 0, claimed and run at once
+	slot := time.UnixMilli(slotOf(1)).UTC()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	// The scheduler's timer is set for the claim, 50 ms before the slot.
+	if err := h.clk.WaitTimerAt(ctx, slot.Add(-50*time.Millisecond)); err != nil {
+		t.Fatalf("no timer for the claim 50 ms ahead of the slot: %v", err)
+	}
+	h.clk.Set(slot.Add(-50 * time.Millisecond))
+	// The spread's delay (this instance alone: its own, within 20 ms) is
+	// counted from the claim's due time too.
+	delay := SpreadDelay("a", "tick", slotOf(1), 20*time.Millisecond)
+	if delay > 0 {
+		if err := h.clk.WaitTimerAt(ctx, slot.Add(delay-50*time.Millisecond)); err != nil {
+			t.Fatalf("no timer for the spread's delay: %v", err)
+		}
+		h.clk.Advance(delay)
+	}
+	// Won before the slot; the execution waits for the slot.
+	if err := h.clk.WaitTimerAt(ctx, slot); err != nil {
+		t.Fatalf("the won run does not wait for its slot: %v", err)
+	}
+	select {
+	case e := <-h.got:
+		t.Fatalf("%s started before its slot, at %v", e.e.Fence, h.clk.Now())
+	default:
+	}
+	h.clk.Set(slot)
+	e := h.next()
+	if e.e.Fence.Slot != slotOf(1) {
+		t.Fatalf("ran %s, want slot %d", e.e.Fence, slotOf(1))
+	}
+	cc.mu.Lock()
+	sent := cc.sent[slotOf(1)]
+	cc.mu.Unlock()
+	ex.mu.Lock()
+	began := ex.at[slotOf(1)]
+	ex.mu.Unlock()
+	if want := slot.Add(delay - 50*time.Millisecond); !sent.Equal(want) {
+		t.Errorf("claim sent at %v, want %v (50 ms ahead, plus the spread's %v)", sent, want, delay)
+	}
+	if !began.Equal(slot) {
+		t.Errorf("command started at %v, want the slot %v", began, slot)
+	}
+}
+
+// A run won ahead of its slot whose slot the stop reaches first is not
+// started: its lease is released at once, for another instance to take.
+func TestStopBeforeTheSlotReleasesARunWonAhead(t *testing.T) {
+	h := newHarness(t)
+	_, ex, cancel, done := runAhead(t, h, true)
+	h.next() // slot 0, held running
+	slot := time.UnixMilli(slotOf(1)).UTC()
+	ctx, cancelWait := context.WithTimeout(context.Background(), waitFor)
+	defer cancelWait()
+	if err := h.clk.WaitTimerAt(ctx, slot.Add(-50*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Set(slot.Add(-30 * time.Millisecond)) // past the claim and its spread
+	if err := h.clk.WaitTimerAt(ctx, slot); err != nil {
+		t.Fatalf("the won run does not wait for its slot: %v", err)
+	}
+	cancel()
+	ex.release <- struct{}{} // slot 0 ends within the grace
+	select {
+	case <-done:
+	case <-time.After(waitFor):
+		t.Fatal("Run did not return")
+	}
+	select {
+	case e := <-h.got:
+		t.Fatalf("%s started after the stop began", e.e.Fence)
+	default:
+	}
+	run, now, err := h.store.Read(context.Background(), "tick", slotOf(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != claim.StatusRunning || run.LeaseUntil.After(now) {
+		t.Fatalf("run %s %v lease until %v at %v: want its lease released", run.Status, run.Attempt, run.LeaseUntil, now)
+	}
+}
