@@ -132,6 +132,7 @@ type crontabFile struct {
 	Metrics         crontabMetrics `yaml:"metrics"`
 	Log             crontabLog     `yaml:"log"`
 	Backend         map[string]any `yaml:"backend"`
+	Defaults        map[string]any `yaml:"defaults,omitempty"`
 	Jobs            []crontabJob   `yaml:"jobs"`
 }
 
@@ -158,12 +159,16 @@ func benchCrontab(instance, level, metricsAddr string, st *daemonStore, jobs []c
 	if jobs == nil {
 		jobs = []crontabJob{} // "jobs: []", not "jobs: null"
 	}
-	return crontabFile{
+	f := crontabFile{
 		Instance: instance, Namespace: st.namespace, ShutdownGraceMs: daemonShutdownGrace.Milliseconds(),
 		Metrics: crontabMetrics{Listen: metricsAddr},
 		Log:     crontabLog{Level: level, Format: "json"},
 		Backend: st.backend, Jobs: jobs,
 	}
+	if *aheadFlag >= 0 {
+		f.Defaults = map[string]any{"claimAheadMs": *aheadFlag}
+	}
+	return f
 }
 
 // numberedJobs is n jobs named prefix-0000... on schedule, each running

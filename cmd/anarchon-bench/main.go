@@ -84,6 +84,7 @@ var (
 	scaleIdleDur = flag.Duration("scale-idle", 60*time.Second, "scale: the idle window")
 	scaleBusyDur = flag.Duration("scale-busy", 60*time.Second, "scale: the window at 200 jobs per second")
 	scaleOnly    = flag.String("scale-backends", "", "scale: only these backends (default: every one measured but postgres-async)")
+	aheadFlag    = flag.Int("claim-ahead-ms", -1, "the daemons' defaults.claimAheadMs (-1: the built-in default; 0: claims at the slot, as before claiming ahead)")
 	batchFlag    = flag.Bool("batch", true, "ceiling: send claims in batches to backends that take them (false: one by one, the figure before batching)")
 	outFlag      = flag.String("out", "bench/results", "directory for results.json and chart.png (empty: none)")
 	ceilFlag     = flag.Int("ceiling-runs", 10000, "runs due at once in the ceiling measurement (8 claimers each claim all); 0 skips it")
