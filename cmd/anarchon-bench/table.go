@@ -188,8 +188,12 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return d[int(p*float64(len(d)-1))]
 }
 
-// fmtDur writes d with three significant digits or so, in µs below 1 ms.
+// fmtDur writes d with three significant digits or so, in µs below 1 ms; a
+// negative d (a claim answered before its slot) with a minus sign.
 func fmtDur(d time.Duration) string {
+	if d < 0 {
+		return "−" + fmtDur(-d)
+	}
 	us := float64(d) / float64(time.Microsecond)
 	switch {
 	case d < 10*time.Microsecond:

@@ -49,11 +49,12 @@ func (c *claimClock) Claim(ctx context.Context, req claim.Request) (claim.Result
 // runAhead starts instance "a" with a job claimed 50 ms ahead of its
 // every-second slots (spread 20 ms), noting when each claim was sent and
 // each execution began.
-func runAhead(t *testing.T, h *harness, hold bool) (*claimClock, *clockedExec, context.CancelFunc, chan struct{}) {
+func runAhead(t *testing.T, h *harness, hold bool, overlap string) (*claimClock, *clockedExec, context.CancelFunc, chan struct{}) {
 	t.Helper()
 	j := job("tick", "* * * * * *")
 	j.ClaimAhead = 50 * time.Millisecond
 	j.ClaimSpread = 20 * time.Millisecond
+	j.Overlap = overlap
 	cc := &claimClock{Backend: h.store, sent: map[int64]time.Time{}}
 	fe := newFakeExec("a", h.got, h.store)
 	fe.hold = hold
@@ -82,7 +83,7 @@ func runAhead(t *testing.T, h *harness, hold bool) (*claimClock, *clockedExec, c
 // and the spread are paid before the slot instead of after it.
 func TestClaimAheadStartsTheJobAtTheSlot(t *testing.T) {
 	h := newHarness(t)
-	cc, ex, _, _ := runAhead(t, h, false)
+	cc, ex, _, _ := runAhead(t, h, false, "allow")
 	h.next() // the start's catch-up of slot 0, claimed and run at once
 	slot := time.UnixMilli(slotOf(1)).UTC()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
@@ -133,7 +134,7 @@ func TestClaimAheadStartsTheJobAtTheSlot(t *testing.T) {
 // started: its lease is released at once, for another instance to take.
 func TestStopBeforeTheSlotReleasesARunWonAhead(t *testing.T) {
 	h := newHarness(t)
-	_, ex, cancel, done := runAhead(t, h, true)
+	_, ex, cancel, done := runAhead(t, h, true, "allow")
 	h.next() // slot 0, held running
 	slot := time.UnixMilli(slotOf(1)).UTC()
 	ctx, cancelWait := context.WithTimeout(context.Background(), waitFor)
@@ -163,5 +164,44 @@ func TestStopBeforeTheSlotReleasesARunWonAhead(t *testing.T) {
 	}
 	if run.Status != claim.StatusRunning || run.LeaseUntil.After(now) {
 		t.Fatalf("run %s %v lease until %v at %v: want its lease released", run.Status, run.Attempt, run.LeaseUntil, now)
+	}
+}
+
+// With overlap: skip, a claim sent ahead that finds the job's previous run
+// live is asked again at the slot: a previous run that ends between the
+// claim and the slot does not cost the slot its run, as it would not
+// without the head start.
+func TestClaimedAheadOverlapIsDecidedAtTheSlot(t *testing.T) {
+	h := newHarness(t)
+	_, ex, _, _ := runAhead(t, h, true, "skip")
+	h.next() // slot 0 runs, held: its lease is live
+	slot := time.UnixMilli(slotOf(1)).UTC()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := h.clk.WaitTimerAt(ctx, slot.Add(-50*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Set(slot.Add(-30 * time.Millisecond)) // the claim (past its spread) finds slot 0 live
+	if err := h.clk.WaitTimerAt(ctx, slot); err != nil {
+		t.Fatalf("a claim answered overlap ahead of its slot is not asked again at the slot: %v", err)
+	}
+	ex.release <- struct{}{} // slot 0 ends before slot 1's time
+	for {
+		run, _, err := h.store.Read(ctx, "tick", slotOf(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Status.Final() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("slot 0's result was not recorded")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	h.clk.Set(slot)
+	if e := h.next(); e.e.Fence.Slot != slotOf(1) {
+		t.Fatalf("ran %s, want slot 1 once slot 0 had ended", e.e.Fence)
 	}
 }

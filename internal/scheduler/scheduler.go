@@ -321,7 +321,18 @@ func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup,
 				if s.holdBack(ctx, b.job, slot) != nil {
 					return // the stop began: no new claims
 				}
-				c, ok := s.claimRetrying(ctx, b.job, slot, claim.NewToken(), true)
+				tok := claim.NewToken()
+				c, ok := s.claimRetrying(ctx, b.job, slot, tok, true)
+				if ok && c.res.Outcome == claim.Overlap && s.o.Clock.Now().Before(slot) {
+					// Sent ahead, it found the job's previous run live;
+					// that run may end before the slot. Overlap is
+					// decided at the slot, as without the head start:
+					// ask again then (nothing was written: same token).
+					if clock.SleepUntil(ctx, s.o.Clock, slot) != nil {
+						return
+					}
+					c, ok = s.claimRetrying(ctx, b.job, slot, tok, true)
+				}
 				wg.Go(func() { s.follow(ctx, runCtx, b.job, slot, c, ok) })
 			}
 		})
