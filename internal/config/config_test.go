@@ -30,7 +30,7 @@ func TestBuiltinDefaults(t *testing.T) {
 		Jobs: []Job{{
 			Name: "a", Schedule: "* * * * *", Command: "true",
 			Timezone: "UTC", Location: time.UTC,
-			MaxLate: time.Minute, ClaimSpread: 10 * time.Millisecond, ClaimAhead: 50 * time.Millisecond,
+			MaxLate: time.Minute, ClaimSpread: 10 * time.Millisecond, ClaimAhead: 100 * time.Millisecond,
 			Lease: 30 * time.Second, Heartbeat: 10 * time.Second, MaxAttempts: 3, Overlap: "skip", Timeout: time.Hour, KillGrace: 10 * time.Second,
 			Shell: "/bin/sh", OutputTailBytes: 4096, Line: 2, Index: 0,
 		}},
@@ -174,55 +174,40 @@ jobs:
 	}
 }
 
-func TestClaimSpread(t *testing.T) {
+// TestClaimTimings: claimSpreadMs (bounded by maxLate) and claimAheadMs
+// (bounded by the heartbeat) per job, from the built-in default, defaults,
+// the job and the environment.
+func TestClaimTimings(t *testing.T) {
 	ms := time.Millisecond
+	spread := func(j Job) time.Duration { return j.ClaimSpread }
+	ahead := func(j Job) time.Duration { return j.ClaimAhead }
 	for _, tc := range []struct {
 		name, yaml string
 		env        []string
+		of         func(Job) time.Duration
 		want       []time.Duration // per job
 	}{
-		{"built-in default", "jobs:\n" + job("a"), nil, []time.Duration{10 * ms}},
-		{"defaults and job", "defaults: {claimSpreadMs: 40}\njobs:\n" + job("a") + job("b") + "    claimSpreadMs: 0\n" + job("c") + "    claimSpreadMs: 1000\n    maxLateMs: 1001\n",
-			nil, []time.Duration{40 * ms, 0, 1000 * ms}},
-		{"zero fits any maxLate", "jobs:\n" + job("a") + "    maxLateMs: 0\n    claimSpreadMs: 0\n", nil, []time.Duration{0}},
-		{"just below maxLate", "jobs:\n" + job("a") + "    maxLateMs: 100\n    claimSpreadMs: 99\n", nil, []time.Duration{99 * ms}},
+		{"spread: built-in default", "jobs:\n" + job("a"), nil, spread, []time.Duration{10 * ms}},
+		{"spread: defaults and job", "defaults: {claimSpreadMs: 40}\njobs:\n" + job("a") + job("b") + "    claimSpreadMs: 0\n" + job("c") + "    claimSpreadMs: 1000\n    maxLateMs: 1001\n",
+			nil, spread, []time.Duration{40 * ms, 0, 1000 * ms}},
+		{"spread: zero fits any maxLate", "jobs:\n" + job("a") + "    maxLateMs: 0\n    claimSpreadMs: 0\n", nil, spread, []time.Duration{0}},
+		{"spread: just below maxLate", "jobs:\n" + job("a") + "    maxLateMs: 100\n    claimSpreadMs: 99\n", nil, spread, []time.Duration{99 * ms}},
 		// The built-in default never makes a short maxLate invalid: it
 		// shrinks below half of it.
-		{"built-in default under a short maxLate", "jobs:\n" + job("a") + "    maxLateMs: 0\n" + job("b") + "    maxLateMs: 15\n" + job("c") + "    maxLateMs: 21\n",
-			nil, []time.Duration{0, 7 * ms, 10 * ms}},
-		{"env override", "jobs:\n" + job("a"), []string{"ANARCHON_DEFAULTS_CLAIMSPREADMS=0"}, []time.Duration{0}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := mustParse(t, tc.yaml, tc.env...)
-			if len(cfg.Jobs) != len(tc.want) {
-				t.Fatalf("%d jobs, want %d", len(cfg.Jobs), len(tc.want))
-			}
-			for i, w := range tc.want {
-				if got := cfg.Jobs[i].ClaimSpread; got != w {
-					t.Errorf("job %s: claim spread %v, want %v", cfg.Jobs[i].Name, got, w)
-				}
-			}
-		})
-	}
-}
+		{"spread: built-in default under a short maxLate", "jobs:\n" + job("a") + "    maxLateMs: 0\n" + job("b") + "    maxLateMs: 15\n" + job("c") + "    maxLateMs: 21\n",
+			nil, spread, []time.Duration{0, 7 * ms, 10 * ms}},
+		{"spread: env override", "jobs:\n" + job("a"), []string{"ANARCHON_DEFAULTS_CLAIMSPREADMS=0"}, spread, []time.Duration{0}},
 
-func TestClaimAhead(t *testing.T) {
-	ms := time.Millisecond
-	for _, tc := range []struct {
-		name, yaml string
-		env        []string
-		want       []time.Duration // per job
-	}{
-		{"built-in default", "jobs:\n" + job("a"), nil, []time.Duration{50 * ms}},
-		{"defaults and job", "defaults: {claimAheadMs: 200}\njobs:\n" + job("a") + job("b") + "    claimAheadMs: 0\n" + job("c") + "    claimAheadMs: 1000\n",
-			nil, []time.Duration{200 * ms, 0, 1000 * ms}},
-		{"just below the heartbeat", "jobs:\n" + job("a") + "    heartbeatMs: 100\n    claimAheadMs: 99\n", nil, []time.Duration{99 * ms}},
-		{"below the default heartbeat", "jobs:\n" + job("a") + "    leaseMs: 900\n    claimAheadMs: 299\n", nil, []time.Duration{299 * ms}},
+		{"ahead: built-in default", "jobs:\n" + job("a"), nil, ahead, []time.Duration{100 * ms}},
+		{"ahead: defaults and job", "defaults: {claimAheadMs: 200}\njobs:\n" + job("a") + job("b") + "    claimAheadMs: 0\n" + job("c") + "    claimAheadMs: 1000\n",
+			nil, ahead, []time.Duration{200 * ms, 0, 1000 * ms}},
+		{"ahead: just below the heartbeat", "jobs:\n" + job("a") + "    heartbeatMs: 100\n    claimAheadMs: 99\n", nil, ahead, []time.Duration{99 * ms}},
+		{"ahead: below the default heartbeat", "jobs:\n" + job("a") + "    leaseMs: 900\n    claimAheadMs: 299\n", nil, ahead, []time.Duration{299 * ms}},
 		// The built-in default never makes a short heartbeat invalid: it
 		// shrinks below half of it.
-		{"built-in default under a short heartbeat", "jobs:\n" + job("a") + "    heartbeatMs: 1\n" + job("b") + "    heartbeatMs: 61\n" + job("c") + "    leaseMs: 300\n",
-			nil, []time.Duration{0, 30 * ms, 49 * ms}},
-		{"env override", "jobs:\n" + job("a"), []string{"ANARCHON_DEFAULTS_CLAIMAHEADMS=0"}, []time.Duration{0}},
+		{"ahead: built-in default under a short heartbeat", "jobs:\n" + job("a") + "    heartbeatMs: 1\n" + job("b") + "    heartbeatMs: 61\n" + job("c") + "    leaseMs: 300\n",
+			nil, ahead, []time.Duration{0, 30 * ms, 49 * ms}},
+		{"ahead: env override", "jobs:\n" + job("a"), []string{"ANARCHON_DEFAULTS_CLAIMAHEADMS=0"}, ahead, []time.Duration{0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := mustParse(t, tc.yaml, tc.env...)
@@ -230,8 +215,8 @@ func TestClaimAhead(t *testing.T) {
 				t.Fatalf("%d jobs, want %d", len(cfg.Jobs), len(tc.want))
 			}
 			for i, w := range tc.want {
-				if got := cfg.Jobs[i].ClaimAhead; got != w {
-					t.Errorf("job %s: claim ahead %v, want %v", cfg.Jobs[i].Name, got, w)
+				if got := tc.of(cfg.Jobs[i]); got != w {
+					t.Errorf("job %s: %v, want %v", cfg.Jobs[i].Name, got, w)
 				}
 			}
 		})

@@ -41,7 +41,7 @@ const (
 	defaultTimezone        = "UTC"
 	defaultMaxLateMs       = 60000
 	defaultClaimSpreadMs   = 10
-	defaultClaimAheadMs    = 50
+	defaultClaimAheadMs    = 100
 	defaultLeaseMs         = 30000
 	defaultMaxAttempts     = 3
 	defaultOverlap         = "skip"

@@ -5,9 +5,11 @@ import (
 	"strings"
 )
 
-// deathSlackMs lets a kill land just before the job's start record: the
-// claim was won, so the store holds the run either way.
-const deathSlackMs = 100
+// deathSlackMs lets a kill land just before the job's start record, or
+// before the slot by up to the claim's head start (claimAheadMs, 100 ms by
+// default, the chaos crontab's): the claim was won, so the store holds
+// the run either way.
+const deathSlackMs = 100 + 100
 
 // takeovers: on lease backends every run whose runner died while it was
 // active (killed, or paused longer than the lease) starts again as
