@@ -24,6 +24,7 @@ import (
 	"github.com/anarchon/anarchon/internal/rabbitclaim"
 	"github.com/anarchon/anarchon/internal/redisclaim"
 	"github.com/anarchon/anarchon/internal/sqliteclaim"
+	"github.com/anarchon/anarchon/internal/testserver"
 )
 
 // row is one backend to measure: one row of the table.
@@ -221,32 +222,10 @@ func redisStore[B claim.Backend](open func(context.Context, redisclaim.Options) 
 			open: func(ctx context.Context) (claim.Backend, error) { return asBackend(open(ctx, o)) },
 			raw:  func(ctx context.Context) error { return c.Ping(ctx).Err() },
 			cleanup: func(ctx context.Context, _ []runKey) error {
-				return errors.Join(deleteRedisNamespace(ctx, c, ns), c.Close())
+				return errors.Join(testserver.DeleteRedisNamespace(ctx, c, ns), c.Close())
 			},
 		}, nil
 	}
-}
-
-// deleteRedisNamespace deletes every key of ns: "{ns:job}:..." and "ns:...".
-func deleteRedisNamespace(ctx context.Context, c *redis.Client, ns string) error {
-	var keys []string
-	for _, pattern := range []string{"{" + ns + ":*", ns + ":*"} {
-		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
-		for it.Next(ctx) {
-			keys = append(keys, it.Val())
-		}
-		if err := it.Err(); err != nil {
-			return err
-		}
-	}
-	for len(keys) > 0 {
-		batch := keys[:min(len(keys), 500)]
-		keys = keys[len(batch):]
-		if err := c.Del(ctx, batch...).Err(); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // natsStore: a fresh stream (created by the backend) and namespace,
@@ -330,29 +309,7 @@ func rabbitStoreOf(prepare bool) (*store, error) {
 			for _, r := range runs {
 				queues = append(queues, rabbitclaim.GateQueue(ns, r.job, r.slot))
 			}
-			return deleteQueues(conn, queues)
+			return testserver.DeleteRabbitQueues(conn, queues...)
 		},
 	}, nil
-}
-
-// deleteQueues deletes the queues, reopening the channel after an error
-// (which closes it).
-func deleteQueues(conn *amqp.Connection, queues []string) error {
-	var errs []error
-	var ch *amqp.Channel
-	for _, q := range queues {
-		if ch == nil || ch.IsClosed() {
-			var err error
-			if ch, err = conn.Channel(); err != nil {
-				return errors.Join(append(errs, err)...)
-			}
-		}
-		if _, err := ch.QueueDelete(q, false, false, false); err != nil {
-			errs = append(errs, fmt.Errorf("delete queue %s: %w", q, err))
-		}
-	}
-	if ch != nil {
-		ch.Close()
-	}
-	return errors.Join(errs...)
 }

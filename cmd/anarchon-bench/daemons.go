@@ -35,6 +35,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/rabbitclaim"
 	"github.com/anarchon/anarchon/internal/schedule"
+	"github.com/anarchon/anarchon/internal/testserver"
 )
 
 // daemonProgress receives one line per step of the daemon measurements (they
@@ -755,7 +756,7 @@ func redisDaemonStore(ctx context.Context, st *daemonStore, strat string) (*daem
 		}
 	}
 	st.cleanup = func(ctx context.Context, _ []runKey) error {
-		return errors.Join(deleteRedisNamespace(ctx, c, st.namespace), c.Close())
+		return errors.Join(testserver.DeleteRedisNamespace(ctx, c, st.namespace), c.Close())
 	}
 	return st, nil
 }
@@ -842,7 +843,7 @@ func rabbitDaemonStore(_ context.Context, st *daemonStore) (*daemonStore, error)
 		for _, r := range runs {
 			queues = append(queues, rabbitclaim.GateQueue(st.namespace, r.job, r.slot))
 		}
-		return deleteQueues(conn, queues)
+		return testserver.DeleteRabbitQueues(conn, queues...)
 	}
 	return st, nil
 }

@@ -5,6 +5,7 @@
 package testserver
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"slices"
@@ -38,6 +39,19 @@ func (s Server) Required() bool {
 	return req == "all" || slices.Contains(strings.Split(req, ","), s.Name)
 }
 
+// Answering returns nil when the server answers at addr (s.Addr when
+// empty), else an error that names it and says how to start it.
+func (s Server) Answering(addr string) error {
+	if addr == "" {
+		addr = s.Addr
+	}
+	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		return fmt.Errorf("%s is not answering at %s (%v); start it with:\n    %s", s.Title, addr, err, s.Start)
+	}
+	return conn.Close()
+}
+
 // Require skips or fails t unless the server answers at addr (s.Addr when
 // empty). It returns the address it reached.
 func (s Server) Require(t testing.TB, addr string) string {
@@ -45,15 +59,13 @@ func (s Server) Require(t testing.TB, addr string) string {
 	if addr == "" {
 		addr = s.Addr
 	}
-	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	err := s.Answering(addr)
 	if err == nil {
-		conn.Close()
 		return addr
 	}
-	msg := "%s is not answering at %s (%v); start it with:\n    %s"
 	if s.Required() {
-		t.Fatalf(msg+"\n(ANARCHON_TEST_REQUIRE=%s requires it)", s.Title, addr, err, s.Start, os.Getenv("ANARCHON_TEST_REQUIRE"))
+		t.Fatalf("%v\n(ANARCHON_TEST_REQUIRE=%s requires it)", err, os.Getenv("ANARCHON_TEST_REQUIRE"))
 	}
-	t.Skipf(msg+"\n(set ANARCHON_TEST_REQUIRE=all to make this a failure)", s.Title, addr, err, s.Start)
+	t.Skipf("%v\n(set ANARCHON_TEST_REQUIRE=all to make this a failure)", err)
 	return ""
 }

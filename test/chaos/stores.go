@@ -2,23 +2,15 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	amqp "github.com/rabbitmq/amqp091-go"
-	"github.com/redis/go-redis/v9"
+	"github.com/anarchon/anarchon/internal/testserver"
 )
 
 // backendNames are the rows of the harness, as test/e2e and
@@ -36,12 +28,10 @@ var (
 	rabbitURL = envOr("ANARCHON_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")
 )
 
-// How to start each shared server (the commands .ci/run uses).
-var startHints = map[string]string{
-	"postgres": "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
-	"redis":    `redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log`,
-	"rabbitmq": "rabbitmq-server -detached",
-	"nats":     "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log",
+// The shared servers by kind, with the commands .ci/run starts them with.
+var servers = map[string]testserver.Server{
+	"postgres": testserver.Postgres, "redis": testserver.Redis,
+	"rabbitmq": testserver.RabbitMQ, "nats": testserver.NATS,
 }
 
 // storeTimeout bounds one administrative operation on a store.
@@ -66,7 +56,7 @@ type store struct {
 // private server (redis-*, nats, when private) or checks that the shared
 // one answers, and creates the run's namespace where the store needs one.
 func openStore(ctx context.Context, name, dir string, private bool) (*store, error) {
-	id := randomID()
+	id := testserver.RandomID()
 	s := &store{name: name, dir: dir, ns: "chaos-" + id}
 	switch {
 	case name == "sqlite":
@@ -74,10 +64,10 @@ func openStore(ctx context.Context, name, dir string, private bool) (*store, err
 		return s, nil
 	case name == "postgres":
 		s.kind, s.lease, s.url = "postgres", true, pgDSN
-		if err := reachable("postgres", hostPort(pgDSN)); err != nil {
+		if err := reachable("postgres", testserver.HostPort(pgDSN)); err != nil {
 			return nil, err
 		}
-		if err := pgExec(ctx, pgDSN, "CREATE SCHEMA "+pgSchema(s.ns)); err != nil {
+		if err := testserver.PostgresExec(ctx, pgDSN, "CREATE SCHEMA "+pgSchema(s.ns)); err != nil {
 			return nil, err
 		}
 		return s, nil
@@ -85,7 +75,7 @@ func openStore(ctx context.Context, name, dir string, private bool) (*store, err
 		s.kind, s.strategy, s.url = "redis", strings.TrimPrefix(name, "redis-"), redisURL
 		s.lease = s.strategy == "lease"
 		if !private {
-			return s, reachable("redis", hostPort(redisURL))
+			return s, reachable("redis", testserver.HostPort(redisURL))
 		}
 		srv, err := startRedis(ctx, filepath.Join(dir, "redis"))
 		if err != nil {
@@ -96,7 +86,7 @@ func openStore(ctx context.Context, name, dir string, private bool) (*store, err
 	case name == "nats":
 		s.kind, s.url = "nats", natsURL
 		if !private {
-			return s, reachable("nats", hostPort(natsURL))
+			return s, reachable("nats", testserver.HostPort(natsURL))
 		}
 		srv, err := startNATS(ctx, filepath.Join(dir, "nats"))
 		if err != nil {
@@ -106,7 +96,7 @@ func openStore(ctx context.Context, name, dir string, private bool) (*store, err
 		return s, nil
 	case name == "rabbitmq":
 		s.kind, s.url = "rabbitmq", rabbitURL
-		return s, reachable("rabbitmq", hostPort(rabbitURL))
+		return s, reachable("rabbitmq", testserver.HostPort(rabbitURL))
 	}
 	return nil, fmt.Errorf("unknown backend %q (want one of %s)", name, strings.Join(backendNames, ", "))
 }
@@ -116,7 +106,7 @@ func openStore(ctx context.Context, name, dir string, private bool) (*store, err
 func (s *store) network() bool { return s.kind != "sqlite" }
 
 // addr is the host:port the proxies forward to.
-func (s *store) addr() string { return hostPort(s.url) }
+func (s *store) addr() string { return testserver.HostPort(s.url) }
 
 // setRestart decides whether the run restarts the store: on (nil) for a
 // private server, which only this run uses; on request (*on) for
@@ -142,14 +132,14 @@ func (s *store) backendConfig(hostport string) map[string]any {
 	case "sqlite":
 		b["sqlite"] = map[string]any{"path": filepath.Join(s.dir, "anarchon.db"), "busyTimeoutMs": 5000}
 	case "postgres":
-		b["postgres"] = map[string]any{"dsn": withHost(s.url, hostport), "table": pgSchema(s.ns) + ".runs"}
+		b["postgres"] = map[string]any{"dsn": testserver.WithHost(s.url, hostport), "table": pgSchema(s.ns) + ".runs"}
 	case "redis":
-		b["redis"] = map[string]any{"url": withHost(s.url, hostport), "strategy": s.strategy,
+		b["redis"] = map[string]any{"url": testserver.WithHost(s.url, hostport), "strategy": s.strategy,
 			"strategyOptions": map[string]any{"windowMs": claimRetentionMs, "durationSec": claimRetentionMs / 1000}}
 	case "nats":
-		b["nats"] = map[string]any{"url": withHost(s.url, hostport), "stream": natsStream(s.ns), "duplicateWindowMs": claimRetentionMs}
+		b["nats"] = map[string]any{"url": testserver.WithHost(s.url, hostport), "stream": natsStream(s.ns), "duplicateWindowMs": claimRetentionMs}
 	case "rabbitmq":
-		b["rabbitmq"] = map[string]any{"url": withHost(s.url, hostport), "slotTtlMs": claimRetentionMs}
+		b["rabbitmq"] = map[string]any{"url": testserver.WithHost(s.url, hostport), "slotTtlMs": claimRetentionMs}
 	}
 	return b
 }
@@ -194,7 +184,7 @@ func (s *store) restart(ctx context.Context, down, up func()) error {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("postgres restart: %w: %s", err, out)
 		}
-		if err := await(ctx, storeTimeout, func(ctx context.Context) error { return pgExec(ctx, s.url, "SELECT 1") }); err != nil {
+		if err := await(ctx, storeTimeout, func(ctx context.Context) error { return testserver.PostgresExec(ctx, s.url, "SELECT 1") }); err != nil {
 			return fmt.Errorf("postgres after its restart: %w", err)
 		}
 		up()
@@ -215,18 +205,18 @@ func (s *store) cleanup(keep bool) error {
 		case "postgres":
 			// A daemon killed a moment ago may still hold locks: retry.
 			for range 5 {
-				if err = pgExec(ctx, s.url, "DROP SCHEMA "+pgSchema(s.ns)+" CASCADE"); err == nil {
+				if err = testserver.PostgresExec(ctx, s.url, "DROP SCHEMA "+pgSchema(s.ns)+" CASCADE"); err == nil {
 					break
 				}
 				time.Sleep(time.Second)
 			}
 		case "redis":
-			err = redisDeleteNamespace(ctx, s.url, s.ns)
+			err = testserver.DeleteRedisNamespaceAt(ctx, s.url, s.ns)
 		case "nats":
-			err = natsDeleteStream(ctx, s.url, natsStream(s.ns))
+			err = testserver.DeleteNATSStream(ctx, s.url, natsStream(s.ns))
 		case "rabbitmq":
 			// The gate queues expire after slotTtlMs; the history does not.
-			err = rabbitDeleteQueue(s.url, s.ns+".history")
+			err = testserver.DeleteRabbitQueuesAt(s.url, s.ns+".history")
 		}
 		if err != nil {
 			err = fmt.Errorf("clean %s namespace %s: %w", s.name, s.ns, err)
@@ -246,13 +236,7 @@ func natsStream(ns string) string { return strings.ToUpper(strings.ReplaceAll(ns
 
 // reachable checks that the shared server named kind answers at addr; if
 // not, the error says how to start it.
-func reachable(kind, addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
-	if err != nil {
-		return fmt.Errorf("%s is not answering at %s (%v); start it with:\n    %s", kind, addr, err, startHints[kind])
-	}
-	return conn.Close()
-}
+func reachable(kind, addr string) error { return servers[kind].Answering(addr) }
 
 // permanent is an error of await's try that no retry can fix.
 type permanent struct{ error }
@@ -285,100 +269,4 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-// hostPort returns the host:port of a store URL ("" if it has none).
-func hostPort(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Host
-}
-
-// withHost returns raw with its host:port replaced.
-func withHost(raw, hostport string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	u.Host = hostport
-	return u.String()
-}
-
-func randomID() string {
-	var b [4]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-func pgExec(ctx context.Context, dsn, sql string) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("postgres: %s: %w", sql, err)
-	}
-	return nil
-}
-
-// redisDeleteNamespace deletes every key of ns: "{ns:job}:..." and "ns:...".
-func redisDeleteNamespace(ctx context.Context, raw, ns string) error {
-	opt, err := redis.ParseURL(raw)
-	if err != nil {
-		return err
-	}
-	c := redis.NewClient(opt)
-	defer c.Close()
-	var keys []string
-	for _, pattern := range []string{"{" + ns + ":*", ns + ":*"} {
-		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
-		for it.Next(ctx) {
-			keys = append(keys, it.Val())
-		}
-		if err := it.Err(); err != nil {
-			return err
-		}
-	}
-	for len(keys) > 0 {
-		batch := keys[:min(len(keys), 500)]
-		keys = keys[len(batch):]
-		if err := c.Del(ctx, batch...).Err(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func natsDeleteStream(ctx context.Context, url, stream string) error {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if err := js.DeleteStream(ctx, stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return err
-	}
-	return nil
-}
-
-func rabbitDeleteQueue(url, queue string) error {
-	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second)})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	defer ch.Close()
-	_, err = ch.QueueDelete(queue, false, false, false)
-	return err
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/faultproxy"
 	"github.com/anarchon/anarchon/internal/scheduler"
+	"github.com/anarchon/anarchon/internal/testserver"
 )
 
 var binDir string
@@ -59,7 +60,7 @@ func TestScripts(t *testing.T) {
 	for _, st := range stores() {
 		t.Run(st.name, func(t *testing.T) {
 			if st.server != nil {
-				st.server.Require(t, hostPort(st.url))
+				st.server.Require(t, testserver.HostPort(st.url))
 			}
 			for _, dir := range st.dirs {
 				testscript.Run(t, params(st, filepath.Join("testdata", dir), workdirRoot(t)))
@@ -117,7 +118,7 @@ func params(st store, dir, root string) testscript.Params {
 			// a port of its own.
 			env.Setenv("ANARCHON_METRICS_LISTEN", "127.0.0.1:0")
 			env.Values[storeKey{}] = st
-			if err := st.setup(env, randomID()); err != nil {
+			if err := st.setup(env, testserver.RandomID()); err != nil {
 				return err
 			}
 			// anarchond refuses a crontab writable by group or others; the
@@ -211,7 +212,7 @@ func cmdProxy(ts *testscript.TestScript, neg bool, args []string) {
 	switch args[0] {
 	case "start":
 		var err error
-		p, err = faultproxy.Start("127.0.0.1:0", hostPort(st.url))
+		p, err = faultproxy.Start("127.0.0.1:0", testserver.HostPort(st.url))
 		ts.Check(err)
 		proxiesMu.Lock()
 		proxies[ts] = p
@@ -222,7 +223,7 @@ func cmdProxy(ts *testscript.TestScript, neg bool, args []string) {
 			delete(proxies, ts)
 			proxiesMu.Unlock()
 		})
-		ts.Setenv(st.urlEnv, withHost(st.url, p.Addr()))
+		ts.Setenv(st.urlEnv, testserver.WithHost(st.url, p.Addr()))
 	case "direct":
 		ts.Setenv(st.urlEnv, st.url)
 	case "cut":

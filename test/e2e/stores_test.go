@@ -2,19 +2,9 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"net/url"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	amqp "github.com/rabbitmq/amqp091-go"
-	"github.com/redis/go-redis/v9"
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/anarchon/anarchon/internal/testserver"
@@ -71,7 +61,7 @@ func stores() []store {
 			urlEnv: "ANARCHON_BACKEND_POSTGRES_DSN", url: pgURL,
 			setup: func(env *testscript.Env, id string) error {
 				schema := "e2e_" + id
-				if err := pgExec(pgURL, "CREATE SCHEMA "+schema); err != nil {
+				if err := admin(func(ctx context.Context) error { return testserver.PostgresExec(ctx, pgURL, "CREATE SCHEMA "+schema) }); err != nil {
 					return err
 				}
 				env.Defer(func() {
@@ -79,7 +69,9 @@ func stores() []store {
 					// a moment: retry a deadlocked drop.
 					var err error
 					for range 5 {
-						if err = pgExec(pgURL, "DROP SCHEMA "+schema+" CASCADE"); err == nil {
+						if err = admin(func(ctx context.Context) error {
+							return testserver.PostgresExec(ctx, pgURL, "DROP SCHEMA "+schema+" CASCADE")
+						}); err == nil {
 							return
 						}
 						time.Sleep(time.Second)
@@ -102,7 +94,7 @@ func stores() []store {
 			setup: func(env *testscript.Env, id string) error {
 				stream := "E2E_" + id
 				env.Defer(func() {
-					if err := natsDeleteStream(natsURL, stream); err != nil {
+					if err := admin(func(ctx context.Context) error { return testserver.DeleteNATSStream(ctx, natsURL, stream) }); err != nil {
 						env.T().Log(err)
 					}
 				})
@@ -121,7 +113,7 @@ func stores() []store {
 				env.Defer(func() {
 					// Gate queues expire after slotTtlMs; the history
 					// stream does not.
-					if err := rabbitDeleteQueue(rabbitURL, ns+".history"); err != nil {
+					if err := testserver.DeleteRabbitQueuesAt(rabbitURL, ns+".history"); err != nil {
 						env.T().Log(err)
 					}
 				})
@@ -143,7 +135,7 @@ func redisStore(url, strategy string, dirs []string) store {
 		setup: func(env *testscript.Env, id string) error {
 			ns := "e2e-" + id
 			env.Defer(func() {
-				if err := redisDeleteNamespace(url, ns); err != nil {
+				if err := admin(func(ctx context.Context) error { return testserver.DeleteRedisNamespaceAt(ctx, url, ns) }); err != nil {
 					env.T().Log(err)
 				}
 			})
@@ -156,96 +148,9 @@ func redisStore(url, strategy string, dirs []string) store {
 	}
 }
 
-func natsDeleteStream(url, stream string) error {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+// admin runs one administrative operation on a store, bounded in time.
+func admin(op func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return js.DeleteStream(ctx, stream)
-}
-
-func rabbitDeleteQueue(url, queue string) error {
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	defer ch.Close()
-	_, err = ch.QueueDelete(queue, false, false, false)
-	return err
-}
-
-// hostPort returns the host:port of a store URL ("" if it has none).
-func hostPort(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Host
-}
-
-// withHost returns raw with its host:port replaced.
-func withHost(raw, hostport string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	u.Host = hostport
-	return u.String()
-}
-
-func randomID() string {
-	var b [4]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-func pgExec(dsn, sql string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("postgres: %s: %w", sql, err)
-	}
-	return nil
-}
-
-func redisDeleteNamespace(raw, ns string) error {
-	opt, err := redis.ParseURL(raw)
-	if err != nil {
-		return err
-	}
-	c := redis.NewClient(opt)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	iter := c.Scan(ctx, 0, "*"+ns+"*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		if strings.Contains(iter.Val(), ns) {
-			keys = append(keys, iter.Val())
-		}
-	}
-	if err := iter.Err(); err != nil {
-		return err
-	}
-	if len(keys) > 0 {
-		return c.Del(ctx, keys...).Err()
-	}
-	return nil
+	return op(ctx)
 }
