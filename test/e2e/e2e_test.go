@@ -484,7 +484,7 @@ func slotLines(ts *testscript.TestScript, file string) map[int64][]string {
 	slots := map[int64][]string{}
 	for line := range strings.Lines(ts.ReadFile(file)) {
 		f := strings.Fields(line)
-		if len(f) != 3 {
+		if len(f) != 3 && len(f) != 4 { // slot_ms instance attempt [start_ms]
 			ts.Fatalf("%s: malformed line %q", file, line)
 		}
 		ms, err := strconv.ParseInt(f[0], 10, 64)
@@ -568,17 +568,21 @@ func exactlyOnce(ts *testscript.TestScript, file string, min int, from, settle i
 }
 
 // statusok file: every slot of file appears in the last command's stdout
-// (status --json) as succeeded, run by the instance that wrote it.
+// (status --json) as succeeded, run by the instance that wrote it, and
+// started no earlier than its slot (claims leave before the slot; the
+// job may not). A line's fourth field, when present, is the job's own
+// start in Unix ms, which must not be before its slot either.
 func cmdStatusOK(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: statusok file")
 	}
 	type rec struct {
-		SlotMs   int64  `json:"slot_ms"`
-		Status   string `json:"status"`
-		Instance string `json:"instance"`
-		Attempt  int    `json:"attempt"`
-		ExitCode *int   `json:"exit_code"`
+		SlotMs    int64     `json:"slot_ms"`
+		Status    string    `json:"status"`
+		Instance  string    `json:"instance"`
+		Attempt   int       `json:"attempt"`
+		ExitCode  *int      `json:"exit_code"`
+		StartedAt time.Time `json:"started_at"`
 	}
 	got := map[int64]rec{}
 	sc := bufio.NewScanner(strings.NewReader(ts.ReadFile("stdout")))
@@ -599,6 +603,15 @@ func cmdStatusOK(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("slot %d: status %q exit %v, want succeeded 0", ms, r.Status, r.ExitCode)
 		case r.Instance != f[1] || strconv.Itoa(r.Attempt) != f[2]:
 			ts.Fatalf("slot %d: status says %s attempt %d, the job says %s attempt %s", ms, r.Instance, r.Attempt, f[1], f[2])
+		case r.StartedAt.UnixMilli() < ms:
+			ts.Fatalf("slot %d: status says it started at %s, before its slot", ms, r.StartedAt.Format(time.RFC3339Nano))
+		}
+		if len(f) > 3 {
+			began, err := strconv.ParseInt(f[3], 10, 64)
+			ts.Check(err)
+			if began < ms {
+				ts.Fatalf("slot %d: the job started at %d, %d ms before its slot", ms, began, ms-began)
+			}
 		}
 	}
 }
