@@ -66,16 +66,27 @@ func (b *preparing) next(t *testing.T) call {
 	}
 }
 
-// A Preparer's slot is prepared once, PrepareLead before the slot by the
-// injected clock and not earlier, then claimed at the slot; a slot already
-// due (the start's catch-up) is claimed unprepared; a failed preparation
-// changes nothing for the claim.
+// A Preparer's slot is prepared once, PrepareLead before its claim by the
+// injected clock and not earlier, then claimed (at the slot, or claimAhead
+// before it, the job then started at the slot); a slot already due (the
+// start's catch-up) is claimed unprepared; a failed preparation changes
+// nothing for the claim.
 func TestPreparedBeforeTheSlot(t *testing.T) {
-	for _, fail := range []bool{false, true} {
-		t.Run(map[bool]string{false: "prepared", true: "preparation fails"}[fail], func(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fail  bool
+		ahead time.Duration
+	}{
+		{"prepared", false, 0},
+		{"preparation fails", true, 0},
+		{"prepared, claimed ahead", false, 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
-			b := &preparing{Backend: h.store, clk: h.clk, lead: time.Second, fail: fail, seen: make(chan call, 100)}
-			h.start("a", b, false, job("ten", "*/10 * * * * *"))
+			b := &preparing{Backend: h.store, clk: h.clk, lead: time.Second, fail: tc.fail, seen: make(chan call, 100)}
+			j := job("ten", "*/10 * * * * *")
+			j.ClaimAhead = tc.ahead
+			h.start("a", b, false, j)
 			// The slot at 0 s is 100 ms old at the start: claimed at once.
 			if c := b.next(t); c.op != "claim" || c.slot != slotOf(0) {
 				t.Fatalf("first call %+v, want the claim of the slot at 0 s", c)
@@ -84,20 +95,31 @@ func TestPreparedBeforeTheSlot(t *testing.T) {
 				t.Fatalf("ran %s, want the slot at 0 s", e.e.Fence)
 			}
 			for _, slot := range []int{10, 20} {
+				claimAt := slotTime(slot).Add(-tc.ahead)
+				prepAt := claimAt.Add(-time.Second)
 				h.awaitTimers(1)
-				h.clk.Set(slotTime(slot - 1).Add(-time.Millisecond))
+				h.clk.Set(prepAt.Add(-time.Millisecond))
 				h.awaitTimers(1)
 				if n := len(b.seen); n != 0 {
-					t.Fatalf("%d call(s) 1.001 s before the slot at %d s: %+v", n, slot, <-b.seen)
+					t.Fatalf("%d call(s) 1 ms before the preparation of the slot at %d s: %+v", n, slot, <-b.seen)
 				}
-				h.clk.Set(slotTime(slot - 1))
-				if c := b.next(t); c.op != "prepare" || c.slot != slotOf(slot) || !c.at.Equal(slotTime(slot-1)) {
-					t.Fatalf("got %+v, want the preparation of the slot at %d s, 1 s before it", c, slot)
+				h.clk.Set(prepAt)
+				if c := b.next(t); c.op != "prepare" || c.slot != slotOf(slot) || !c.at.Equal(prepAt) {
+					t.Fatalf("got %+v, want the preparation of the slot at %d s, 1 s before its claim at %v", c, slot, claimAt)
 				}
 				h.awaitTimers(1)
-				h.clk.Set(slotTime(slot))
-				if c := b.next(t); c.op != "claim" || c.slot != slotOf(slot) || !c.at.Equal(slotTime(slot)) {
-					t.Fatalf("got %+v, want the claim of the slot at %d s, at the slot", c, slot)
+				h.clk.Set(claimAt)
+				if c := b.next(t); c.op != "claim" || c.slot != slotOf(slot) || !c.at.Equal(claimAt) {
+					t.Fatalf("got %+v, want the claim of the slot at %d s, at %v", c, slot, claimAt)
+				}
+				if tc.ahead > 0 {
+					ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+					err := h.clk.WaitTimerAt(ctx, slotTime(slot))
+					cancel()
+					if err != nil {
+						t.Fatalf("the run won ahead does not wait for its slot: %v", err)
+					}
+					h.clk.Set(slotTime(slot))
 				}
 				if e := h.next(); e.e.Fence.Slot != slotOf(slot) {
 					t.Fatalf("ran %s, want the slot at %d s", e.e.Fence, slot)
