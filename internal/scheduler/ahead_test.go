@@ -35,6 +35,8 @@ type claimClock struct {
 	*memclaim.Backend
 	mu   sync.Mutex
 	sent map[int64]time.Time // slot (ms) -> req.Now of its first claim
+	// counted are the answers the scheduler reported (Hooks.Claimed).
+	counted map[int64][]claim.Outcome
 }
 
 func (c *claimClock) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
@@ -55,11 +57,16 @@ func runAhead(t *testing.T, h *harness, hold bool, overlap string) (*claimClock,
 	j.ClaimAhead = 50 * time.Millisecond
 	j.ClaimSpread = 20 * time.Millisecond
 	j.Overlap = overlap
-	cc := &claimClock{Backend: h.store, sent: map[int64]time.Time{}}
+	cc := &claimClock{Backend: h.store, sent: map[int64]time.Time{}, counted: map[int64][]claim.Outcome{}}
+	hooks := Hooks{Claimed: func(_ string, slot time.Time, res claim.Result, _ time.Duration) {
+		cc.mu.Lock()
+		cc.counted[slot.UnixMilli()] = append(cc.counted[slot.UnixMilli()], res.Outcome)
+		cc.mu.Unlock()
+	}}
 	fe := newFakeExec("a", h.got, h.store)
 	fe.hold = hold
 	ex := &clockedExec{fakeExec: fe, clk: h.clk, at: map[int64]time.Time{}}
-	s, err := New(Options{Backend: cc, Clock: h.clk, Instance: "a", Executor: ex, ShutdownGrace: time.Second, Unbatched: true}, []config.Job{j})
+	s, err := New(Options{Backend: cc, Clock: h.clk, Instance: "a", Executor: ex, ShutdownGrace: time.Second, Unbatched: true, Hooks: hooks}, []config.Job{j})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,10 +177,11 @@ func TestStopBeforeTheSlotReleasesARunWonAhead(t *testing.T) {
 // With overlap: skip, a claim sent ahead that finds the job's previous run
 // live is asked again at the slot: a previous run that ends between the
 // claim and the slot does not cost the slot its run, as it would not
-// without the head start.
+// without the head start, and the first answer is not counted as an
+// overlap (metrics, logs).
 func TestClaimedAheadOverlapIsDecidedAtTheSlot(t *testing.T) {
 	h := newHarness(t)
-	_, ex, _, _ := runAhead(t, h, true, "skip")
+	cc, ex, _, _ := runAhead(t, h, true, "skip")
 	h.next() // slot 0 runs, held: its lease is live
 	slot := time.UnixMilli(slotOf(1)).UTC()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
@@ -203,5 +211,10 @@ func TestClaimedAheadOverlapIsDecidedAtTheSlot(t *testing.T) {
 	h.clk.Set(slot)
 	if e := h.next(); e.e.Fence.Slot != slotOf(1) {
 		t.Fatalf("ran %s, want slot 1 once slot 0 had ended", e.e.Fence)
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if got := cc.counted[slotOf(1)]; len(got) != 1 || got[0] != claim.Won {
+		t.Fatalf("claims of slot 1 reported %v, want [won]: the answer ahead of the slot is not the slot's", got)
 	}
 }

@@ -323,11 +323,7 @@ func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup,
 				}
 				tok := claim.NewToken()
 				c, ok := s.claimRetrying(ctx, b.job, slot, tok, true)
-				if ok && c.res.Outcome == claim.Overlap && s.o.Clock.Now().Before(slot) {
-					// Sent ahead, it found the job's previous run live;
-					// that run may end before the slot. Overlap is
-					// decided at the slot, as without the head start:
-					// ask again then (nothing was written: same token).
+				if ok && c.askAgainAtSlot() {
 					if clock.SleepUntil(ctx, s.o.Clock, slot) != nil {
 						return
 					}
@@ -467,6 +463,15 @@ type answered struct {
 	leaseStart time.Time
 }
 
+// askAgainAtSlot reports whether a first claim's answer is provisional: sent
+// ahead of its slot, it found the job's previous run live (overlap: skip).
+// That run may end before the slot, and overlap is decided at the slot, as
+// without the head start: the claim is sent again then (nothing was
+// written: the same token).
+func (c answered) askAgainAtSlot() bool {
+	return c.res.Outcome == claim.Overlap && c.req.Now.Before(c.req.SlotTime())
+}
+
 // claimRetrying sends one claim and re-sends it with the same token after a
 // transport error, with backoff, until it is answered, ctx is done, or (for
 // a first claim) the slot is late.
@@ -487,6 +492,13 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 			if res.Holder != "" && res.Holder != s.o.Instance {
 				// Another instance holds the run, or ran it: a peer.
 				s.peers.saw(res.Holder, s.o.Clock.Now())
+			}
+			c := answered{req: req, res: res}
+			if first && c.askAgainAtSlot() {
+				// Not this slot's answer yet: the caller asks again at
+				// the slot, and that answer is the one counted.
+				log.Debug("claim sent ahead found the job's previous run live; asking again at the slot")
+				return c, true
 			}
 			if s.o.Hooks.Claimed != nil {
 				s.o.Hooks.Claimed(job.Name, slot, res, took)
