@@ -209,9 +209,9 @@ type Batcher interface {
 // Preparer is a backend whose claims cost less when the store is readied
 // for a run before its slot (RabbitMQ declares the run's gate queue). The
 // scheduler calls Prepare once per instance and slot, PrepareLead before
-// the slot's claim is due, and never waits for it: a claim decides the same with or
-// without it, and the same when the preparation failed or was undone
-// (the gate expired or was deleted).
+// the slot's claim is due, and never waits for it: a claim decides the
+// same with or without it, and the same when the preparation failed or
+// was undone (the gate expired or was deleted).
 type Preparer interface {
 	Backend
 	// PrepareLead is how long before a slot's claim its preparation is
