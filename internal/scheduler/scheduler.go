@@ -508,13 +508,13 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 				fields = append(fields, zap.Int("attempt", res.Attempt))
 			}
 			log.Info("claim", fields...)
-			start := req.Now
+			c.leaseStart = req.Now
 			if !res.LeaseUntil.IsZero() && !res.StoreNow.IsZero() {
 				if left := res.LeaseUntil.Sub(res.StoreNow); left < job.Lease {
-					start = start.Add(left - job.Lease)
+					c.leaseStart = c.leaseStart.Add(left - job.Lease)
 				}
 			}
-			return answered{req: req, res: res, leaseStart: start}, true
+			return c, true
 		}
 		if ctx.Err() != nil {
 			return answered{}, false
