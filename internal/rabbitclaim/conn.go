@@ -61,6 +61,23 @@ type gateChannel struct {
 	returns chan amqp.Return
 }
 
+// drainReturns empties gc's returns once the confirm of the message with
+// id came (the broker sends a basic.return before the confirm of the same
+// message) and reports whether that message was returned.
+func (gc *gateChannel) drainReturns(id string) (returned bool) {
+	for {
+		select {
+		case r, ok := <-gc.returns:
+			if !ok { // closed with the channel
+				return returned
+			}
+			returned = returned || r.MessageId == id
+		default:
+			return returned
+		}
+	}
+}
+
 // dialerFor returns the TCP dialer of uri and its timeout: the URL's
 // connection_timeout, or DefaultDialTimeout (amqp091's default is 30s).
 // The dialer also sets that timeout as the deadline of the TLS and AMQP

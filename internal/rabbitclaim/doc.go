@@ -10,6 +10,8 @@
 //	                        x-max-length 1, x-overflow reject-publish and
 //	                        x-expires slotTtlMs. It holds the winner's claim
 //	                        message until it expires. Nobody ever consumes it.
+//	                        A preparation sends it a primer of TTL 0, which
+//	                        the broker drops at once (prepare.go).
 //	<ns>.history            a stream queue (x-queue-type stream, x-max-age =
 //	                        backend.retention, x-max-length-bytes,
 //	                        x-stream-max-segment-size-bytes) of "claimed" and
@@ -46,7 +48,11 @@
 //	before the publish, ctx done   scheduler may re-send it with the same
 //	before the publish (no answer  token (IsTransient)
 //	to the channel's open or the
-//	gate's declare)
+//	gate's declare), declare
+//	answered 404 (the queue's
+//	record without a live queue:
+//	its node down, or a racing
+//	declare creating it)
 //	declare refused 406            error wrapping ErrQueueConflict, naming the
 //	                               queue and the differing argument (not
 //	                               transient: another instance uses another

@@ -261,20 +261,7 @@ func (b *Backend) runGate(ctx context.Context, s *session, gc *gateChannel, queu
 			op.finish(answerMaybe, "backend closed before the confirm", nil)
 			return
 		}
-		returned := false
-		for drained := false; !drained; {
-			select {
-			case r, ok := <-gc.returns:
-				switch {
-				case !ok: // closed with the channel
-					drained = true
-				case r.MessageId == msg.MessageId:
-					returned = true
-				}
-			default:
-				drained = true
-			}
-		}
+		returned := gc.drainReturns(msg.MessageId)
 		switch {
 		case returned && prepared:
 			// The gate declared ahead is gone (expired, deleted): the
@@ -320,13 +307,28 @@ func (b *Backend) declareGate(ctx context.Context, s *session, gc *gateChannel, 
 		}
 		return false, nil
 	}
+	return errors.Is(err, errNoAnswer), b.declareFailure(queue, err)
+}
+
+// declareFailure is the error of a failed declare of queue: transient
+// (ErrUnavailable) unless the broker refused it for good. A 404 on a
+// declare is transient: the broker holds the queue's durable record but
+// found no live queue for it, because its node is down (a cluster), or
+// because another declare was creating it at that instant (most likely
+// RabbitMQ 3.x looking the queue up with dirty reads of its two queue
+// tables while the creating declare's transaction writes them). Nothing was
+// published after a failed declare, so the claim may be sent again.
+func (b *Backend) declareFailure(queue string, err error) error {
+	var ae *amqp.Error
 	switch _, _, conflict := inequivalentArg(err); {
 	case errors.Is(err, errNoAnswer):
-		return true, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case conflict:
-		return false, conflictError(queue, err)
+		return conflictError(queue, err)
+	case errors.As(err, &ae) && ae.Server && ae.Code == amqp.NotFound:
+		return unavailable("declare queue %q: the broker has no live queue for its record (its node is down, or another declare is creating it): %v", queue, b.scrub(err))
 	case refused(err):
-		return false, fmt.Errorf("declare queue %q: %w", queue, b.scrub(err))
+		return fmt.Errorf("declare queue %q: %w", queue, b.scrub(err))
 	}
-	return false, unavailable("declare queue %q: %v", queue, b.scrub(err))
+	return unavailable("declare queue %q: %v", queue, b.scrub(err))
 }

@@ -27,7 +27,64 @@ func prepared(t *testing.T, job string) (u string, n *testNS, b *rabbitclaim.Bac
 	if got := declares.Load(); got != 1 {
 		t.Fatalf("Prepare declared %d gates, want 1", got)
 	}
+	wantMessages(t, u, rabbitclaim.GateQueue(n.name, r.Job, r.Slot), 0, "the gate after its preparation (the primer dropped at once)")
 	return u, n, b, declares, r
+}
+
+// wantMessages asserts that queue holds want messages.
+func wantMessages(t *testing.T, u, queue string, want int, what string) {
+	t.Helper()
+	q, err := inspect(t, u, queue)
+	if err != nil || q.Messages != want {
+		t.Fatalf("%s: %+v %v, want %d message(s)", what, q, err, want)
+	}
+}
+
+// TestPrepareSendsPrimer: Prepare publishes into the gate a persistent
+// primer with a per-message TTL of 0. The broker hands such a message to a
+// consumer when the queue has one, and drops it otherwise: a consumer on
+// the gate (never there in production) shows the primer, and the gate is
+// empty without it, so the next claim wins.
+func TestPrepareSendsPrimer(t *testing.T) {
+	u, n, b, _, r := prepared(t, "primer")
+	queue := rabbitclaim.GateQueue(n.name, r.Job, r.Slot)
+	ch := adminChannel(t, u)
+	deliveries, err := ch.Consume(queue, "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("consume the gate: %v", err)
+	}
+	if err := b.Prepare(t.Context(), r.Job, r.Slot); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-deliveries:
+		if d.Type != "primer" || d.Expiration != "0" || d.DeliveryMode != amqp.Persistent || len(d.Body) != 0 {
+			t.Fatalf("the preparation's message: type %q, expiration %q, delivery mode %d, body %q; want a persistent empty primer with expiration 0",
+				d.Type, d.Expiration, d.DeliveryMode, d.Body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no primer reached the gate's consumer within 10s of Prepare")
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantMessages(t, u, queue, 0, "the gate after its primer")
+	wantOutcome(t, mustClaim(t, b, r), claim.Won, "the claim of a primed gate")
+}
+
+// TestPrepareAfterWin: preparing a gate that holds the winner's claim
+// again (an instance whose clock runs late) leaves the claim in it: the
+// primer is rejected like any claim, and the next claim still loses.
+func TestPrepareAfterWin(t *testing.T) {
+	u, n, b, _, r := prepared(t, "afterwin")
+	queue := rabbitclaim.GateQueue(n.name, r.Job, r.Slot)
+	wantOutcome(t, mustClaim(t, b, r), claim.Won, "the claim of a prepared gate")
+	late := n.open(t)
+	if err := late.Prepare(t.Context(), r.Job, r.Slot); err != nil {
+		t.Fatalf("prepare a gate that holds a claim: %v", err)
+	}
+	wantMessages(t, u, queue, 1, "the gate prepared again after its claim")
+	wantOutcome(t, mustClaim(t, late, other(r)), claim.Lost, "another instance's claim after its preparation")
 }
 
 // TestPreparedClaimOnlyPublishes: after Prepare declared the gate, the
@@ -39,10 +96,7 @@ func TestPreparedClaimOnlyPublishes(t *testing.T) {
 	if got := declares.Load(); got != 1 {
 		t.Fatalf("%d declares after the claim, want 1 (the preparation's): the claim of a prepared gate declared it again", got)
 	}
-	q, err := inspect(t, u, rabbitclaim.GateQueue(n.name, r.Job, r.Slot))
-	if err != nil || q.Messages != 1 {
-		t.Fatalf("the gate after the won claim: %+v %v, want 1 message", q, err)
-	}
+	wantMessages(t, u, rabbitclaim.GateQueue(n.name, r.Job, r.Slot), 1, "the gate after the won claim")
 	wantOutcome(t, mustClaim(t, b, other(r)), claim.Lost, "another instance's claim (declares: unprepared)")
 }
 
@@ -52,26 +106,14 @@ func TestPreparedClaimOnlyPublishes(t *testing.T) {
 func TestPreparedGateGone(t *testing.T) {
 	u, n, b, declares, r := prepared(t, "gone")
 	queue := rabbitclaim.GateQueue(n.name, r.Job, r.Slot)
-	conn, err := amqp.Dial(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ch.QueueDelete(queue, false, false, false); err != nil {
+	if _, err := adminChannel(t, u).QueueDelete(queue, false, false, false); err != nil {
 		t.Fatalf("delete the prepared gate: %v", err)
 	}
 	wantOutcome(t, mustClaim(t, b, r), claim.Won, "the claim of a prepared gate deleted since")
 	if got := declares.Load(); got != 2 {
 		t.Fatalf("%d declares, want 2: the preparation's and the claim's after its publish was returned", got)
 	}
-	q, err := inspect(t, u, queue)
-	if err != nil || q.Messages != 1 {
-		t.Fatalf("the gate after the won claim: %+v %v, want 1 message", q, err)
-	}
+	wantMessages(t, u, queue, 1, "the gate after the won claim")
 	wantOutcome(t, mustClaim(t, b, other(r)), claim.Lost, "another instance's claim")
 }
 

@@ -290,21 +290,28 @@ func wantOutcome(t testing.TB, res claim.Result, want claim.Outcome, what string
 	}
 }
 
-// inspect passive-declares queue on a fresh connection (a 404 closes the
-// channel). Note that a passive declare counts as use and restarts the
-// queue's x-expires.
-func inspect(t testing.TB, u, queue string) (amqp.Queue, error) {
+// adminChannel opens a channel on a connection of its own to the broker at
+// u, closed when the test ends: the operator's side of a test.
+func adminChannel(t testing.TB, u string) *amqp.Channel {
 	t.Helper()
 	conn, err := amqp.Dial(u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	return ch
+}
+
+// inspect passive-declares queue on a fresh connection (a 404 closes the
+// channel). Note that a passive declare counts as use and restarts the
+// queue's x-expires.
+func inspect(t testing.TB, u, queue string) (amqp.Queue, error) {
+	t.Helper()
+	return adminChannel(t, u).QueueDeclarePassive(queue, true, false, false, false, nil)
 }
 
 func fmtExit(p *int) string {
