@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -197,29 +198,48 @@ func (s *suite) testRace(t *testing.T) {
 	conns := s.connections(t, b)
 	now := s.storeNow(ctx, t, b)
 	for round := range 3 {
-		s.raceSlots(ctx, t, b, conns, newJob(fmt.Sprintf("race%d", round)), now, false, fmt.Sprintf("round %d", round+1))
+		s.raceSlots(ctx, t, b, conns, newJob(fmt.Sprintf("race%d", round)), now, unprepared, fmt.Sprintf("round %d", round+1))
 	}
 }
 
+// preparation is when raceSlots prepares its runs (claim.Preparer).
+type preparation int
+
+const (
+	unprepared     preparation = iota
+	preparedAhead              // every connection prepares every run, then the race
+	preparedDuring             // every connection prepares every run, during the race
+)
+
 // raceSlots races 16 claimers, each with a token of its own, over conns on
 // 50 consecutive slots of job (overlap allow: every slot is its own race),
-// and checks one winner per slot. With prepare, every connection first
-// prepares every slot (claim.Preparer).
+// and checks one winner per slot. Preparations are made as prep says.
 func (s *suite) raceSlots(ctx context.Context, t *testing.T, b claim.Backend, conns []claim.Backend,
-	job string, now time.Time, prepare bool, what string) {
+	job string, now time.Time, prep preparation, what string) {
 	t.Helper()
 	const (
 		slots      = 50
 		goroutines = 16
 	)
 	base := now.Truncate(time.Second).Add(-time.Duration(slots) * time.Second).UnixMilli()
-	if prepare {
-		for _, c := range conns {
-			for i := range slots {
-				if err := c.(claim.Preparer).Prepare(ctx, job, base+int64(i)*1000); err != nil {
-					t.Fatalf("prepare %s@%d: %v", job, base+int64(i)*1000, err)
-				}
+	prepareAll := func(c claim.Backend) error {
+		for i := range slots {
+			if err := c.(claim.Preparer).Prepare(ctx, job, base+int64(i)*1000); err != nil {
+				return fmt.Errorf("prepare %s@%d: %w", job, base+int64(i)*1000, err)
 			}
+		}
+		return nil
+	}
+	var during sync.WaitGroup
+	duringErrs := make([]error, len(conns))
+	for i, c := range conns {
+		switch prep {
+		case preparedAhead:
+			if err := prepareAll(c); err != nil {
+				t.Fatal(err)
+			}
+		case preparedDuring:
+			during.Go(func() { duringErrs[i] = prepareAll(c) })
 		}
 	}
 	plans := make([][]claim.Request, goroutines)
@@ -233,6 +253,10 @@ func (s *suite) raceSlots(ctx context.Context, t *testing.T, b claim.Backend, co
 		}
 	}
 	results := s.race(ctx, conns, plans)
+	during.Wait()
+	if err := errors.Join(duringErrs...); err != nil {
+		t.Fatal(err)
+	}
 	s.checkOneWinner(ctx, t, b, results, s.loserOutcome(), 1,
 		fmt.Sprintf("%s: %d claimers over %d connection(s)", what, goroutines, len(conns)))
 }

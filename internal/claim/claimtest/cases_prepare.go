@@ -13,7 +13,16 @@ import (
 // race on them as in Claim/Race: exactly one won per run.
 func (s *suite) testPreparedRace(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
-	s.raceSlots(ctx, t, b, s.connections(t, b), newJob("prepared"), s.storeNow(ctx, t, b), true, "prepared runs")
+	s.raceSlots(ctx, t, b, s.connections(t, b), newJob("prepared"), s.storeNow(ctx, t, b), preparedAhead, "prepared runs")
+}
+
+// testPreparedDuringRace: every connection prepares every run while the
+// claimers race on them (instances whose clocks differ prepare a run
+// another one claims already): a preparation never takes a run's place,
+// so exactly one claim won per run.
+func (s *suite) testPreparedDuringRace(t *testing.T) {
+	ctx, b := s.ctx(t), s.h.New(t)
+	s.raceSlots(ctx, t, b, s.connections(t, b), newJob("prepduring"), s.storeNow(ctx, t, b), preparedDuring, "runs prepared during the race")
 }
 
 // testPreparedResent: a prepared claim re-sent with its token is won again;

@@ -174,6 +174,7 @@ func Exercise(t *testing.T, h Harness) {
 	if _, ok := probe.(claim.Preparer); ok {
 		t.Run("Prepared", func(t *testing.T) {
 			s.run(t, "Race", s.testPreparedRace)
+			s.run(t, "DuringRace", s.testPreparedDuringRace)
 			s.run(t, "Resent", s.testPreparedResent)
 		})
 	}
