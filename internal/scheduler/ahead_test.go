@@ -48,10 +48,19 @@ func (c *claimClock) Claim(ctx context.Context, req claim.Request) (claim.Result
 	return c.Backend.Claim(ctx, req)
 }
 
+// aheadRun is an instance started by runAhead.
+type aheadRun struct {
+	cc     *claimClock
+	ex     *clockedExec
+	s      *Scheduler
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
 // runAhead starts instance "a" with a job claimed 50 ms ahead of its
 // every-second slots (spread 20 ms), noting when each claim was sent and
 // each execution began.
-func runAhead(t *testing.T, h *harness, hold bool, overlap string) (*claimClock, *clockedExec, context.CancelFunc, chan struct{}) {
+func runAhead(t *testing.T, h *harness, hold bool, overlap string) *aheadRun {
 	t.Helper()
 	j := job("tick", "* * * * * *")
 	j.ClaimAhead = 50 * time.Millisecond
@@ -82,7 +91,7 @@ func runAhead(t *testing.T, h *harness, hold bool, overlap string) (*claimClock,
 			t.Error("scheduler did not stop")
 		}
 	})
-	return cc, ex, cancel, done
+	return &aheadRun{cc: cc, ex: ex, s: s, cancel: cancel, done: done}
 }
 
 // A run is claimed claimAhead before its slot (plus the spread's delay)
@@ -90,8 +99,12 @@ func runAhead(t *testing.T, h *harness, hold bool, overlap string) (*claimClock,
 // and the spread are paid before the slot instead of after it.
 func TestClaimAheadStartsTheJobAtTheSlot(t *testing.T) {
 	h := newHarness(t)
-	cc, ex, _, _ := runAhead(t, h, false, "allow")
+	r := runAhead(t, h, false, "allow")
+	cc, ex := r.cc, r.ex
 	h.next() // the start's catch-up of slot 0, claimed and run at once
+	// It must have ended before slot 1's delay is computed: a running
+	// execution weights the delay (weightedDelay).
+	awaitIdle(t, r.s)
 	slot := time.UnixMilli(slotOf(1)).UTC()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
@@ -141,7 +154,8 @@ func TestClaimAheadStartsTheJobAtTheSlot(t *testing.T) {
 // started: its lease is released at once, for another instance to take.
 func TestStopBeforeTheSlotReleasesARunWonAhead(t *testing.T) {
 	h := newHarness(t)
-	_, ex, cancel, done := runAhead(t, h, true, "allow")
+	r := runAhead(t, h, true, "allow")
+	ex, cancel, done := r.ex, r.cancel, r.done
 	h.next() // slot 0, held running
 	slot := time.UnixMilli(slotOf(1)).UTC()
 	ctx, cancelWait := context.WithTimeout(context.Background(), waitFor)
@@ -181,7 +195,8 @@ func TestStopBeforeTheSlotReleasesARunWonAhead(t *testing.T) {
 // overlap (metrics, logs).
 func TestClaimedAheadOverlapIsDecidedAtTheSlot(t *testing.T) {
 	h := newHarness(t)
-	cc, ex, _, _ := runAhead(t, h, true, "skip")
+	r := runAhead(t, h, true, "skip")
+	cc, ex := r.cc, r.ex
 	h.next() // slot 0 runs, held: its lease is live
 	slot := time.UnixMilli(slotOf(1)).UTC()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)

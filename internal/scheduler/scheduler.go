@@ -474,7 +474,12 @@ func (c answered) askAgainAtSlot() bool {
 
 // claimRetrying sends one claim and re-sends it with the same token after a
 // transport error, with backoff, until it is answered, ctx is done, or (for
-// a first claim) the slot is late.
+// a first claim) the slot is late. A backup's takeover claim is re-sent
+// too, never replaced by a fresh one: its first copy may have won the run
+// with the answer lost (a connection whose replies are dropped), and only
+// its own token learns that and runs it; a fresh token would find the run
+// held by that lost attempt and wait out its whole lease before taking it
+// over again.
 func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time.Time, tok claim.Token, first bool) (answered, bool) {
 	req := claim.Request{
 		Job: job.Name, Slot: slot.UnixMilli(), Token: tok, Instance: s.o.Instance,
@@ -486,7 +491,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 	backoff := 100 * time.Millisecond
 	for {
 		req.Now = s.o.Clock.Now()
-		res, took, err := s.claimOnce(ctx, req, min(s.o.ClaimTimeout, max(job.Heartbeat, time.Second)))
+		res, took, err := s.claimOnce(ctx, req, s.callTimeout(job))
 		if err == nil {
 			s.health.ok("claim")
 			if res.Holder != "" && res.Holder != s.o.Instance {
@@ -520,15 +525,12 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 			return answered{}, false
 		}
 		s.health.failed("claim", err)
-		if first && s.o.Clock.Now().Sub(slot) > job.MaxLate {
-			log.Warn("claim abandoned: no answer from the store before the slot became late", zap.Error(err))
+		if first && s.o.Clock.Now().Sub(slot) > s.resendFor(job) {
+			log.Warn("claim abandoned: no answer from the store within maxLate of the slot (a lease more on a lease store)", zap.Error(err))
 			if s.o.Hooks.Missed != nil {
 				s.o.Hooks.Missed(job.Name, 1)
 			}
 			return answered{}, false
-		}
-		if !first {
-			return answered{}, false // the watch loop tries again
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		log.Debug("claim got no answer; re-sending with the same token", zap.Error(err), zap.Duration("after", wait))
@@ -539,12 +541,32 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 	}
 }
 
-// claimOnce sends one claim within the concurrency bound and the timeout.
-//
-// The timeout is the job's heartbeat (at least a second, at most
-// ClaimTimeout): a claim stuck on a connection whose replies are lost is
-// re-sent on a fresh one instead of holding a connection that the
-// renewals of running jobs need.
+// resendFor is how long after its slot a first claim with no answer is
+// still re-sent. maxLate: after it, the store answers late to a copy when
+// none landed before. On a lease store, a lease more: a copy that landed
+// in time may have won the run with its answer lost (replies dropped on
+// the way back), and only the same token learns that. Given up at maxLate,
+// the run would be held by nobody until that lease ended and a backup took
+// it over, a whole lease late. Past it, such a copy's lease has run out
+// and the runner would not start on it anyway.
+func (s *Scheduler) resendFor(job config.Job) time.Duration {
+	if s.leaser == nil {
+		return job.MaxLate
+	}
+	return job.MaxLate + job.Lease
+}
+
+// callTimeout bounds one claim or read of job's runs: the job's heartbeat,
+// at least a second, at most ClaimTimeout. A call stuck on a connection
+// whose replies are lost is sent again on a fresh one instead of holding a
+// connection that the renewals of running jobs need, and instead of
+// stopping a backup's watch for good.
+func (s *Scheduler) callTimeout(job config.Job) time.Duration {
+	return min(s.o.ClaimTimeout, max(job.Heartbeat, time.Second))
+}
+
+// claimOnce sends one claim within the concurrency bound and the timeout
+// (callTimeout).
 func (s *Scheduler) claimOnce(ctx context.Context, req claim.Request, timeout time.Duration) (claim.Result, time.Duration, error) {
 	if s.batch != nil {
 		// Batches bound the claims in flight themselves.
@@ -582,7 +604,8 @@ const (
 )
 
 // watch is a backup's loop over a run another instance holds: every
-// heartbeat it reads the run (no lock), and claims it again with a fresh
+// heartbeat it reads the run (no lock; each read bounded by callTimeout),
+// and claims it again with a fresh
 // token once the lease has expired. It returns the answer of such a claim,
 // or ok=false when the run is finished or ctx is done. With watchPending
 // the run may not exist yet: the watch goes on while another instance
@@ -598,7 +621,9 @@ func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time, k
 		if !(first && adopting) && clock.Sleep(ctx, s.o.Clock, job.Heartbeat) != nil {
 			return answered{}, false
 		}
-		run, now, err := s.leaser.Read(ctx, job.Name, slot.UnixMilli())
+		rctx, cancel := context.WithTimeout(ctx, s.callTimeout(job))
+		run, now, err := s.leaser.Read(rctx, job.Name, slot.UnixMilli())
+		cancel()
 		switch {
 		case errors.Is(err, claim.ErrNotFound):
 			if kind == watchPending && !now.IsZero() && now.Sub(slot) <= job.MaxLate {
@@ -647,13 +672,16 @@ const adoptScan = 50
 // was watching (every instance down at once), and without a watcher such a
 // run would stay running for good. A run whose runner lives is only
 // watched, as any backup does. The store is read job by job, each read
-// re-sent until answered.
+// bounded by ClaimTimeout and re-sent until answered.
 func (s *Scheduler) adopt(ctx, runCtx context.Context, wg *sync.WaitGroup, start time.Time, jobs []config.Job) {
 	for _, job := range jobs {
 		var runs []claim.Run
 		for backoff := 100 * time.Millisecond; ; backoff = min(backoff*2, 2*time.Second) {
 			var err error
-			if runs, err = s.o.Backend.ListRuns(ctx, claim.ListQuery{Job: job.Name, Limit: adoptScan}); err == nil {
+			lctx, cancel := context.WithTimeout(ctx, s.o.ClaimTimeout)
+			runs, err = s.o.Backend.ListRuns(lctx, claim.ListQuery{Job: job.Name, Limit: adoptScan})
+			cancel()
+			if err == nil {
 				s.health.ok("list")
 				break
 			}
@@ -713,10 +741,14 @@ func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answe
 	return rep.Recorded || ctx.Err() != nil
 }
 
-// pruneLoop deletes old finished runs every PruneEvery.
+// pruneLoop deletes old finished runs every PruneEvery, each prune bounded
+// by that interval (at least ClaimTimeout): one whose reply was lost is
+// sent again at the next turn instead of ending the pruning for good.
 func (s *Scheduler) pruneLoop(ctx context.Context, p claim.Pruner) {
 	for clock.Sleep(ctx, s.o.Clock, s.o.PruneEvery) == nil {
-		n, err := p.Prune(ctx, s.o.Retention)
+		pctx, cancel := context.WithTimeout(ctx, max(s.o.PruneEvery, s.o.ClaimTimeout))
+		n, err := p.Prune(pctx, s.o.Retention)
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				s.health.failed("prune", err)

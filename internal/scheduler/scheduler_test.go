@@ -353,6 +353,146 @@ func TestBackupTakesOverExpiredLease(t *testing.T) {
 	_ = a
 }
 
+// aHoldsTheHour starts instance a, which wins the 01:00 slot of an hourly
+// job (maxLate a minute) and hangs without renewing, like a runner whose
+// host died. It returns the job and a's execution.
+func aHoldsTheHour(h *harness) (config.Job, execution) {
+	h.t.Helper()
+	j := job("long", "0 0 * * * *")
+	j.MaxLate = time.Minute
+	h.clk.Set(time.Date(2027, 1, 1, 0, 59, 59, 900_000_000, time.UTC))
+	h.start("a", h.store, true, j)
+	h.awaitTimers(1)
+	h.clk.Advance(time.Second)
+	return j, h.next()
+}
+
+// lostReply is a store whose first read of a run gets no answer, as on a
+// connection whose replies a network device drops: that read returns only
+// when its context ends.
+type lostReply struct {
+	*memclaim.Backend
+	lost atomic.Bool // set once the unanswered read was sent
+}
+
+func (l *lostReply) Read(ctx context.Context, job string, slot int64) (claim.Run, time.Time, error) {
+	if l.lost.CompareAndSwap(false, true) {
+		<-ctx.Done()
+		return claim.Run{}, time.Time{}, ctx.Err()
+	}
+	return l.Backend.Read(ctx, job, slot)
+}
+
+// TestBackupReadWithLostReplyIsSentAgain: a backup's read that gets no
+// answer ends after the call timeout (the heartbeat, at least a second, in
+// real time), and the watch reads again and takes the run over when the
+// lease has ended, as in TestBackupTakesOverExpiredLease. A read without
+// a bound would end the watch for good: the run would have one backup
+// less.
+func TestBackupReadWithLostReplyIsSentAgain(t *testing.T) {
+	h := newHarness(t)
+	j, first := aHoldsTheHour(h)
+	lr := &lostReply{Backend: h.store}
+	h.start("b", lr, true, j)
+	second := h.stepUntilExec(3, time.Second, 8)
+	if !lr.lost.Load() {
+		t.Fatal("b never read the run")
+	}
+	if second.instance != "b" || second.e.Fence.Attempt != 2 || second.e.Fence.Slot != first.e.Fence.Slot {
+		t.Fatalf("takeover %s by %s, want attempt 2 of the same slot by b", second.e.Fence, second.instance)
+	}
+}
+
+// lostClaimReply is a store that carries out the claims it is sent and
+// loses the first n answers that say a claim won the given attempt, as a
+// connection whose replies a network device drops: the run is then held by
+// that claim's token, and its sender does not know it.
+type lostClaimReply struct {
+	*memclaim.Backend
+	attempt int
+	mu      sync.Mutex
+	n       int         // answers still to lose
+	lost    claim.Token // the token whose winning answer was lost
+}
+
+func (l *lostClaimReply) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
+	res, err := l.ClaimBatch(ctx, []claim.Request{req})
+	if err != nil {
+		return claim.Result{}, err
+	}
+	return res[0], nil
+}
+
+func (l *lostClaimReply) ClaimBatch(ctx context.Context, reqs []claim.Request) ([]claim.Result, error) {
+	res, err := l.Backend.ClaimBatch(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, r := range res {
+		if r.Outcome == claim.Won && r.Attempt == l.attempt && l.n > 0 {
+			l.n--
+			l.lost = reqs[i].Token
+			return nil, errors.New("read tcp: i/o timeout (the answer was lost)")
+		}
+	}
+	return res, nil
+}
+
+func (l *lostClaimReply) lostToken() claim.Token {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+// TestFirstClaimWithLostRepliesIsSentPastMaxLate: a first claim that won
+// the run with its answers lost until past maxLate is still sent again on
+// a lease store, learns it won, and runs the slot. Abandoned at maxLate, it
+// would leave the run held by nobody for a lease.
+func TestFirstClaimWithLostRepliesIsSentPastMaxLate(t *testing.T) {
+	h := newHarness(t)
+	j := job("hourly", "0 0 * * * *") // maxLate 400 ms, lease 3 s
+	h.clk.Set(time.Date(2027, 1, 1, 0, 59, 59, 900_000_000, time.UTC))
+	slot := time.Date(2027, 1, 1, 1, 0, 0, 0, time.UTC)
+	// Backoffs of 50-100, 100-200, 200-400 and 400-800 ms: the fifth copy
+	// goes out 750 ms to 1.5 s after the slot.
+	lr := &lostClaimReply{Backend: h.store, attempt: 1, n: 4}
+	h.start("a", lr, true, j)
+	h.awaitTimers(1)
+	h.clk.Advance(100 * time.Millisecond)
+	e := h.stepUntilExec(2, 100*time.Millisecond, 30)
+	if h.clk.Now().Sub(slot) <= j.MaxLate {
+		t.Fatalf("the answer came %v after the slot, within maxLate (%v): the test proves nothing", h.clk.Now().Sub(slot), j.MaxLate)
+	}
+	if e.e.Fence.Slot != slot.UnixMilli() || e.e.Fence.Attempt != 1 || e.e.Fence.Token != lr.lostToken() {
+		t.Fatalf("ran %s, want attempt 1 of %d with the lost claim's token %s", e.e.Fence, slot.UnixMilli(), lr.lostToken().Short())
+	}
+}
+
+// TestBackupTakeoverWithLostReplyIsSentAgain: a backup whose takeover claim
+// won the run with the answer lost sends the same claim again, learns it
+// won, and runs attempt 2 at once. A fresh token would find the run held
+// by the lost claim, wait out its lease, and take it over as attempt 3, a
+// whole lease late.
+func TestBackupTakeoverWithLostReplyIsSentAgain(t *testing.T) {
+	h := newHarness(t)
+	j, first := aHoldsTheHour(h)
+	lr := &lostClaimReply{Backend: h.store, attempt: 2, n: 1}
+	h.start("b", lr, true, j)
+	second := h.stepUntilExec(3, time.Second, 12)
+	lost := lr.lostToken()
+	if lost == "" {
+		t.Fatal("b never won a takeover claim")
+	}
+	if second.instance != "b" || second.e.Fence.Attempt != 2 || second.e.Fence.Slot != first.e.Fence.Slot {
+		t.Fatalf("takeover %s by %s, want attempt 2 of the same slot by b", second.e.Fence, second.instance)
+	}
+	if second.e.Fence.Token != lost {
+		t.Fatalf("b ran with token %s, not the lost claim's %s", second.e.Fence.Token.Short(), lost.Short())
+	}
+}
+
 // stepUntilExec advances the clock by step each time n timers are armed,
 // until an execution arrives (at most maxSteps steps).
 func (h *harness) stepUntilExec(n int, step time.Duration, maxSteps int) execution {
