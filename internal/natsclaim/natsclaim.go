@@ -388,6 +388,14 @@ func connect(ctx context.Context, o Options, secrets []string, extra []nats.Opti
 		nats.Name(o.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(reconnectWait),
+		// No reconnect buffer: a publish while disconnected fails at once
+		// instead of waiting in nats.go's buffer (8 MiB by default) to be
+		// sent on reconnection. The caller has given such a claim up by
+		// then (its context ended; re-sends stop when the slot is late),
+		// and a copy arriving later would win a slot past maxLate, or one
+		// another instance claimed meanwhile, with nobody running it.
+		// Results and history records are re-sent by their callers too.
+		nats.ReconnectBufSize(-1),
 		// One line per state change: nats.go calls these once per
 		// disconnection and once per reconnection, not per failed attempt.
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -552,6 +560,11 @@ func (b *Backend) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck
 	pause := 5 * time.Millisecond
 	for try := 1; ; try++ {
 		ack, err := b.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(b.name))
+		if errors.Is(err, nats.ErrReconnectBufExceeded) {
+			// nats.go's word for a publish refused while reconnecting
+			// (the reconnect buffer is off, see connect).
+			return nil, fmt.Errorf("not connected, reconnecting: %w", err)
+		}
 		if err == nil || !isInProcess(err) || try == inProcessRetries {
 			return ack, err
 		}

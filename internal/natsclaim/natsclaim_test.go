@@ -338,26 +338,13 @@ func TestLatePublishesNothing(t *testing.T) {
 // token and must win, and nobody else may.
 func TestResentClaimAfterLostAck(t *testing.T) {
 	p := newPlace(t)
-	proxy, err := faultproxy.Start("127.0.0.1:0", hostPort(t, p.url))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	u, err := url.Parse(strings.TrimSpace(strings.Split(p.url, ",")[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = proxy.Addr()
-	core, logs := observer.New(zap.InfoLevel)
-	o := p.options()
-	o.URL, o.Log = u.String(), zap.New(core)
-	b := open(t, o)
+	b, proxy, u, logs := openProxied(t, p)
 	direct := open(t, p.options())
 
 	r := req("cut")
 	proxy.SetMode(faultproxy.Blackhole)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-	_, err = b.Claim(ctx, r)
+	_, err := b.Claim(ctx, r)
 	cancel()
 	if err == nil {
 		t.Fatal("a claim whose ack is lost must return an error (no decision arrived)")
@@ -387,6 +374,9 @@ func TestResentClaimAfterLostAck(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("re-sent claim after the connection came back: %v", err)
 		}
+		// While reconnecting a publish fails at once (no reconnect
+		// buffer); the scheduler pauses between re-sends too.
+		time.Sleep(20 * time.Millisecond)
 	}
 	if res.Outcome != claim.Won {
 		t.Fatalf("the re-sent claim (same token) must win its own landed claim, got %s", res.Outcome)
@@ -394,6 +384,9 @@ func TestResentClaimAfterLostAck(t *testing.T) {
 	mustClaim(t, b, other(r), claim.Lost, "another token on the reconnected backend")
 	mustClaim(t, direct, other(r), claim.Lost, "another token on another connection")
 
+	// nats.go calls its handlers asynchronously: the re-sent claim can be
+	// answered before the reconnection is logged.
+	awaitLog(t, logs, "nats reconnected", 1)
 	lost := logs.FilterMessage("nats connection lost; reconnecting").Len()
 	back := logs.FilterMessage("nats reconnected").Len()
 	if lost != 1 || back != 1 {
@@ -412,6 +405,70 @@ func TestResentClaimAfterLostAck(t *testing.T) {
 			}
 		}
 	}
+}
+
+// openProxied opens a backend whose connection goes through a fault proxy,
+// logging to an observer.
+func openProxied(t *testing.T, p place) (*natsclaim.Backend, *faultproxy.Proxy, *url.URL, *observer.ObservedLogs) {
+	t.Helper()
+	proxy, err := faultproxy.Start("127.0.0.1:0", hostPort(t, p.url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	u, err := url.Parse(strings.TrimSpace(strings.Split(p.url, ",")[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = proxy.Addr()
+	core, logs := observer.New(zap.InfoLevel)
+	o := p.options()
+	o.URL, o.Log = u.String(), zap.New(core)
+	return open(t, o), proxy, u, logs
+}
+
+// awaitLog waits until msg has been logged n times.
+func awaitLog(t *testing.T, logs *observer.ObservedLogs, msg string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for logs.FilterMessage(msg).Len() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q was not logged %d times within 20s", msg, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestClaimDuringDisconnectIsNeverDeliveredLater: a claim sent while the
+// connection is down fails, and is not kept to be sent after the
+// reconnection: the caller has given it up (re-sent until the slot is
+// late, then abandoned), and a copy arriving later would win a slot past
+// maxLate, or one another instance has claimed since, with nobody
+// running it. nats.go keeps such publishes in a reconnect buffer by
+// default; the backend turns it off.
+func TestClaimDuringDisconnectIsNeverDeliveredLater(t *testing.T) {
+	p := newPlace(t)
+	b, proxy, _, logs := openProxied(t, p)
+	direct := open(t, p.options())
+	mustClaim(t, b, req("warm"), claim.Won, "a claim before the cut")
+
+	proxy.SetMode(faultproxy.Cut)
+	awaitLog(t, logs, "nats connection lost; reconnecting", 1)
+	r := req("during-cut")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	_, err := b.Claim(ctx, r)
+	cancel()
+	if err == nil {
+		t.Fatal("a claim sent while disconnected must fail")
+	}
+	t.Logf("claim while disconnected: %v", err)
+	proxy.SetMode(faultproxy.Pass)
+	awaitLog(t, logs, "nats reconnected", 1)
+	// A round trip on the reconnected connection: anything it had kept
+	// from the cut was sent before it, and the server has processed it.
+	mustClaim(t, b, req("after-cut"), claim.Won, "a claim after the reconnection")
+	mustClaim(t, direct, other(r), claim.Won, "another instance's claim of the slot after the reconnection")
+	mustClaim(t, b, r, claim.Lost, "the given-up claim, sent again")
 }
 
 // TestDedupOutlivesDeletedMessage: SPEC §8 — the de-duplication entry
