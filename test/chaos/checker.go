@@ -32,9 +32,13 @@ func runChecker(dir string) (tableRow, bool, error) {
 		violations: fmt.Sprint(s.Violations),
 		takeover:   "-",
 		missed:     s.MissedByReason,
+		seed:       r.Info.Seed,
 	}
 	if s.Violations > 0 {
 		row.violations += " (" + counts(s.ViolationsByKind) + ")"
+		for _, v := range rep.Violations {
+			row.evidence = append(row.evidence, fmt.Sprint(v))
+		}
 	}
 	if s.Takeovers > 0 {
 		row.takeover = fmt.Sprintf("%v/%v ms (max %v, n=%d)", s.TakeoverP50Ms, s.TakeoverP99Ms, s.TakeoverMaxMs, s.Takeovers)

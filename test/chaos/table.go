@@ -18,7 +18,9 @@ type tableRow struct {
 	violations string // count, and by kind
 	takeover   string // p50/p99 (max, count)
 	missed     map[string]int
-	failed     string // a harness error instead of a result
+	failed     string   // a harness error instead of a result
+	evidence   []string // the violations, as the report prints them
+	seed       int64    // of the fault schedule
 }
 
 var tableHeader = []string{"backend", "duration", "instances", "runs", "faults by kind", "violations", "takeover p50/p99", "missed by reason"}
@@ -29,6 +31,17 @@ func printTable(w io.Writer, rows []tableRow) {
 	fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", len(tableHeader)))
 	for _, r := range rows {
 		fmt.Fprintln(w, r.markdown())
+	}
+	// The violations again, under the table: the end of a long log is
+	// what a CI page shows.
+	for _, r := range rows {
+		if len(r.evidence) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nviolations of %s (the same faults again: make chaos BACKEND=%s SEED=%d):\n", r.backend, r.backend, r.seed)
+		for _, v := range r.evidence {
+			fmt.Fprintf(w, "  %s\n", v)
+		}
 	}
 }
 

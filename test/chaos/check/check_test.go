@@ -348,6 +348,53 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			name: "late takeover, excused: every backup's store traffic was delayed", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				lateTakeoverUnderLatency(f, 400, 2)
+			},
+			check: func(t *testing.T, r Report) {
+				if !excused(r, KindTakeover, "every instance that could take over was slowed: chaos-1's store traffic was delayed by 400 ms each way") ||
+					!excused(r, KindTakeover, "chaos-2's store traffic was delayed by 400 ms") {
+					t.Errorf("excused %v, want the takeover excused by the latency of chaos-1 and chaos-2", r.Excused)
+				}
+				if r.Summary.Takeovers != 0 {
+					t.Errorf("a late takeover was measured: %v", r.TakeoverMs)
+				}
+			},
+		},
+		{
+			name: "late takeover with one backup not delayed: a violation", lease: true,
+			want: []string{KindTakeover}, slot: slot30,
+			setup: func(t *testing.T, f *fx) {
+				lateTakeoverUnderLatency(f, 400, 1)
+			},
+		},
+		{
+			name: "takeover later than the latency explains: a violation", lease: true,
+			want: []string{KindTakeover}, slot: slot30,
+			setup: func(t *testing.T, f *fx) {
+				lateTakeoverUnderLatency(f, 100, 2) // 3 round trips of 2 × 100 ms: until 36.6 s
+			},
+		},
+		{
+			name: "no takeover, excused: the paused runner resumed within the bound and recorded its result", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				pausedRunnerRecords(f, 35)
+			},
+			check: func(t *testing.T, r Report) {
+				if !excused(r, KindTakeover, "before any backup took the run over, and the store holds this attempt's own result") {
+					t.Errorf("excused %v, want the takeover excused by the runner's own result", r.Excused)
+				}
+			},
+		},
+		{
+			name: "no takeover and the paused runner resumed after the bound: a violation", lease: true,
+			want: []string{KindTakeover}, slot: slot30,
+			setup: func(t *testing.T, f *fx) {
+				pausedRunnerRecords(f, 36.5)
+			},
+		},
+		{
 			name: "no takeover at all", lease: true, want: []string{KindTakeover}, slot: slot30,
 			setup: func(t *testing.T, f *fx) {
 				killAt30(f)
@@ -680,6 +727,31 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			name: "claim-only: result not recorded, runner killed 990 ms after the job ended under 300 ms latency: excused", lease: false,
+			setup: func(t *testing.T, f *fx) {
+				killAfterEndUnderLatency(f, at(23), 300)
+			},
+			check: func(t *testing.T, r Report) {
+				if !excused(r, KindResult, "killed 990 ms after the job ended while its store traffic was delayed by 300 ms each way", "3 round trips of it (1800 ms)") {
+					t.Errorf("excused %v, want the kill under latency", r.Excused)
+				}
+			},
+		},
+		{
+			name: "claim-only: result not recorded, runner killed 990 ms after the job ended, no latency: a violation", lease: false,
+			want: []string{KindResult}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				killAfterEndUnderLatency(f, at(23), 0)
+			},
+		},
+		{
+			name: "claim-only: result not recorded, runner killed later than the latency explains: a violation", lease: false,
+			want: []string{KindResult}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				killAfterEndUnderLatency(f, at(24.5), 300)
+			},
+		},
+		{
 			name: "no takeover although the other instances answered overlap", lease: true,
 			want: []string{KindTakeover}, slot: slot30,
 			setup: func(t *testing.T, f *fx) {
@@ -879,6 +951,50 @@ func killAt30(f *fx) {
 	f.runs = append(f.runs, jrun{slot, 0, 1, tok(slot, 1, 0), slot + 10, 0, 0, ""})
 	f.faults = append(f.faults, Fault{AtMs: at(31), Kind: FaultKill, Instance: 0},
 		Fault{AtMs: at(33), Kind: FaultStart, Instance: 0})
+}
+
+// pausedRunnerRecords has chaos-0's daemon, the runner of slot 30's job,
+// paused from 31 s to contSec (longer than the 3 s lease; the bound ends
+// at 36 s), its job ending at 32 s meanwhile, and no takeover: the store
+// holds attempt 1's own result, recorded once the daemon resumed.
+func pausedRunnerRecords(f *fx, contSec float64) {
+	slot := at(30)
+	f.drop(slot)
+	f.runs = append(f.runs, jrun{slot, 0, 1, tok(slot, 1, 0), slot + 10, at(32), 0, "ok"})
+	f.faults = append(f.faults, Fault{AtMs: at(31), Kind: FaultStop, Instance: 0, Detail: "pause"},
+		Fault{AtMs: at(contSec), Kind: FaultCont, Instance: 0, Detail: "pause"})
+	f.setStatus(row(slot, 1, 0, tok(slot, 1, 0), "succeeded", 0))
+}
+
+// lateTakeoverUnderLatency has chaos-0 die at 31 s in slot 30's job and
+// chaos-1 take over at 38 s, 2 s after the bound (36 s), while the proxy
+// delayed by latencyMs the store traffic of the first `slowed` of chaos-1
+// and chaos-2 from 32 s to 35 s.
+func lateTakeoverUnderLatency(f *fx, latencyMs int64, slowed int) {
+	killAt30(f)
+	slot := at(30)
+	f.runs = append(f.runs, jrun{slot, 1, 2, tok(slot, 2, 1), at(38), at(39.5), 0, "ok"})
+	f.setStatus(row(slot, 2, 1, tok(slot, 2, 1), "succeeded", 0))
+	for i := 1; i <= slowed; i++ {
+		f.faults = append(f.faults,
+			Fault{AtMs: at(32), Kind: FaultLatency, Instance: i, Detail: fmt.Sprintf("latency %dms for 3000ms", latencyMs)},
+			Fault{AtMs: at(35), Kind: FaultHeal, Instance: i})
+	}
+}
+
+// killAfterEndUnderLatency leaves slot 20's result (chaos-2's job, ended
+// at 22.01 s) unrecorded, with chaos-2 killed at killMs and, when
+// latencyMs > 0, its store traffic delayed by latencyMs from 21 s to 24 s.
+func killAfterEndUnderLatency(f *fx, killMs, latencyMs int64) {
+	slot20 := at(20)
+	f.setStatus(row(slot20, 1, 2, tok(slot20, 1, 2), "running", 0))
+	f.faults = append(f.faults, Fault{AtMs: killMs, Kind: FaultKill, Instance: 2},
+		Fault{AtMs: killMs + 1000, Kind: FaultStart, Instance: 2})
+	if latencyMs > 0 {
+		f.faults = append(f.faults,
+			Fault{AtMs: at(21), Kind: FaultLatency, Instance: 2, Detail: fmt.Sprintf("latency %dms for 3000ms", latencyMs)},
+			Fault{AtMs: at(24), Kind: FaultHeal, Instance: 2})
+	}
 }
 
 // sqlitePausedTakeover has chaos-0 die at 31 s in slot 30's job and

@@ -156,13 +156,24 @@ func (c *checker) unrecorded(k runKey, s StatusRow, a *attempt) {
 func (c *checker) deadRunner(a *attempt) string {
 	e := a.end()
 	f, ok := c.tl.runnerKill(a.inst, a.startMs())
-	if e == nil || !ok || f.AtMs > e.EndMs+KillGraceMs {
+	if e == nil || !ok {
 		return ""
 	}
 	if f.AtMs <= e.EndMs {
 		return fmt.Sprintf("its runner was dead: %s, %d ms before the job ended (kill grace %d ms)", faultText(f), e.EndMs-f.AtMs, KillGraceMs)
 	}
-	return fmt.Sprintf("its runner was killed %d ms after the job ended, within the kill grace (%d ms): %s", f.AtMs-e.EndMs, KillGraceMs, faultText(f))
+	if f.AtMs <= e.EndMs+KillGraceMs {
+		return fmt.Sprintf("its runner was killed %d ms after the job ended, within the kill grace (%d ms): %s", f.AtMs-e.EndMs, KillGraceMs, faultText(f))
+	}
+	// Recording takes store round trips: under an injected latency L each
+	// is 2L longer, and the runner may be killed before the write's
+	// answer arrives.
+	lat, s := c.tl.slowIn(a.inst, e.EndMs, f.AtMs)
+	if slow := slowRoundTrips * 2 * lat; lat > 0 && f.AtMs <= e.EndMs+KillGraceMs+slow {
+		return fmt.Sprintf("its runner was killed %d ms after the job ended while its store traffic was delayed by %d ms each way %s: within the kill grace (%d ms) and %d round trips of it (%d ms): %s",
+			f.AtMs-e.EndMs, lat, c.tl.spanText(s.span), KillGraceMs, slowRoundTrips, slow, faultText(f))
+	}
+	return ""
 }
 
 // unrecordedCause groups the unrecorded results of one daemon process: the

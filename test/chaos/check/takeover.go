@@ -82,6 +82,15 @@ func (c *checker) takeover(a *attempt, f FaultLine) {
 		c.latencies = append(c.latencies, max(at-f.AtMs, 0))
 		return
 	}
+	if why := c.resumedAndRecorded(a, f, deadline); why != "" {
+		c.excuse(KindTakeover, a.key, fmt.Sprintf("attempt %d's runner stopped (%s); %s", a.num, faultText(f), why))
+		return
+	}
+	if extra, why := c.slowedBackups(a, f.AtMs, deadline); ok && extra > 0 && at <= deadline+extra {
+		c.excuse(KindTakeover, a.key, fmt.Sprintf("attempt %d's runner died (%s); attempt %d started at %s (%s), %d ms after the fault, %d ms past the bound: %s",
+			a.num, faultText(f), a.num+1, msText(at), how, at-f.AtMs, at-deadline, why))
+		return
+	}
 	if a.num >= j.MaxAttempts && j.MaxAttempts > 0 {
 		c.excuse(KindTakeover, a.key, fmt.Sprintf("attempt %d's runner died (%s); no attempts left (max_attempts %d): the store marks the run interrupted",
 			a.num, faultText(f), j.MaxAttempts))
@@ -212,6 +221,62 @@ func (c *checker) backupBlocked(i int, k runKey, from, to int64) string {
 		return fmt.Sprintf("%s stopped watching the run: %s", instName(i), faultText(d))
 	}
 	return ""
+}
+
+// resumedAndRecorded returns why no takeover was due when a's runner was
+// paused longer than the lease but resumed within the bound, and the
+// store holds a's own result: no backup took the run over meanwhile, and
+// the run finished under its runner once. "" otherwise.
+func (c *checker) resumedAndRecorded(a *attempt, f FaultLine, deadline int64) string {
+	if f.Kind != FaultStop {
+		return ""
+	}
+	p, ok := c.tl.longPause(a.inst, f.AtMs, c.job(a.key.job).LeaseMs)
+	if !ok || p.To > deadline {
+		return ""
+	}
+	s, found := c.statusOf(a.key)
+	if !found || s.Attempt != a.num || s.Token != a.token || (s.Status != "succeeded" && s.Status != "failed") {
+		return ""
+	}
+	return fmt.Sprintf("it resumed at %s, within the bound (%s), before any backup took the run over, and the store holds this attempt's own result: %s",
+		msText(p.To), msText(deadline), s.Where())
+}
+
+// slowRoundTrips is how many store round trips a takeover's delay under an
+// injected latency is allowed: the backup's read that finds the lease
+// ended and its claim, and one more for a message the proxy forwards in
+// two chunks (it delays chunks one after the other).
+const slowRoundTrips = 3
+
+// slowedBackups returns how much later than the bound a takeover may start
+// because every instance that could take the run over in [from, to] had
+// its store traffic delayed by the proxy (latency L: each round trip 2L
+// later, slowRoundTrips of them), and why; 0 when one of them was not
+// delayed, or none could take over (noTakeoverExcuse judges that).
+func (c *checker) slowedBackups(a *attempt, from, to int64) (int64, string) {
+	var extra int64 = -1
+	var whys []string
+	for i := range c.r.Info.Instances {
+		if i == a.inst || c.backupBlocked(i, a.key, from, to) != "" {
+			continue
+		}
+		lat, s := c.tl.slowIn(i, from, to)
+		if lat == 0 {
+			return 0, ""
+		}
+		allow := slowRoundTrips * 2 * lat
+		if extra < 0 || allow < extra {
+			extra = allow
+		}
+		whys = append(whys, fmt.Sprintf("%s's store traffic was delayed by %d ms each way %s",
+			instName(i), lat, c.tl.spanText(s.span)))
+	}
+	if extra <= 0 {
+		return 0, ""
+	}
+	return extra, fmt.Sprintf("every instance that could take over was slowed: %s; %d round trips of it allowed (%d ms)",
+		strings.Join(whys, "; "), slowRoundTrips, extra)
 }
 
 // capableBackups lists the instances that could have taken a's run over.

@@ -26,6 +26,13 @@ func (s span) dur(end int64) int64 { return min(s.To, end) - s.From }
 // meets reports whether s holds at some instant of the closed range [a, b].
 func (s span) meets(a, b int64) bool { return s.From <= b && s.To > a }
 
+// slowSpan is a span during which the proxy delayed every chunk of an
+// instance's store traffic, each direction, by LatencyMs.
+type slowSpan struct {
+	span
+	LatencyMs int64
+}
+
 // skewChange is one skew fault: the instance's clock offset moved by Delta.
 type skewChange struct {
 	At, Delta int64
@@ -37,10 +44,11 @@ type skewChange struct {
 type timeline struct {
 	n         int
 	start     int64
-	end       int64    // the last instant any file speaks of
-	alive     [][]span // per instance: running (started, not killed)
-	paused    [][]span // per instance: SIGSTOP .. SIGCONT (or kill)
-	cut       [][]span // per instance: cut/blackhole .. heal
+	end       int64        // the last instant any file speaks of
+	alive     [][]span     // per instance: running (started, not killed)
+	paused    [][]span     // per instance: SIGSTOP .. SIGCONT (or kill)
+	cut       [][]span     // per instance: cut/blackhole .. heal
+	slow      [][]slowSpan // per instance: latency .. heal
 	storeDown []span
 	skews     [][]skewChange
 	deaths    [][]FaultLine // per instance: kill and stop-instance faults
@@ -80,7 +88,7 @@ func buildTimeline(r *Run) *timeline {
 	n := r.Info.Instances
 	tl := &timeline{
 		n: n, start: r.Info.StartMs, end: endOfRun(r),
-		alive: make([][]span, n), paused: make([][]span, n), cut: make([][]span, n),
+		alive: make([][]span, n), paused: make([][]span, n), cut: make([][]span, n), slow: make([][]slowSpan, n),
 		skews: make([][]skewChange, n), deaths: make([][]FaultLine, n), starts: make([][]int64, n),
 		sharedFile: r.Info.Backend == "sqlite",
 	}
@@ -89,6 +97,14 @@ func buildTimeline(r *Run) *timeline {
 	aliveOpen := make([]*span, n)
 	pauseOpen := make([]*span, n)
 	cutOpen := make([]*span, n)
+	slowOpen := make([]*slowSpan, n)
+	closeSlow := func(i int, at int64) {
+		if slowOpen[i] != nil {
+			slowOpen[i].To = at
+			tl.slow[i] = append(tl.slow[i], *slowOpen[i])
+			slowOpen[i] = nil
+		}
+	}
 	var downOpen *span
 	skew := make([]int64, n)
 	for i := range n {
@@ -132,9 +148,15 @@ func buildTimeline(r *Run) *timeline {
 			if valid && cutOpen[i] == nil {
 				cutOpen[i] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
 			}
+		case FaultLatency:
+			var ms int64
+			if _, err := fmt.Sscanf(f.Detail, "latency %dms", &ms); valid && err == nil && slowOpen[i] == nil {
+				slowOpen[i] = &slowSpan{span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}, ms}
+			}
 		case FaultHeal:
 			if valid {
 				closeSpan(&tl.cut[i], &cutOpen[i], f.AtMs)
+				closeSlow(i, f.AtMs)
 			}
 		case FaultStoreDown:
 			if downOpen == nil {
@@ -151,6 +173,7 @@ func buildTimeline(r *Run) *timeline {
 			for j := range n {
 				closeSpan(&tl.paused[j], &pauseOpen[j], f.AtMs)
 				closeSpan(&tl.cut[j], &cutOpen[j], f.AtMs)
+				closeSlow(j, f.AtMs)
 				if aliveOpen[j] == nil {
 					aliveOpen[j] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
 				}
@@ -162,6 +185,7 @@ func buildTimeline(r *Run) *timeline {
 		closeSpan(&tl.alive[i], &aliveOpen[i], open)
 		closeSpan(&tl.paused[i], &pauseOpen[i], open)
 		closeSpan(&tl.cut[i], &cutOpen[i], open)
+		closeSlow(i, open)
 	}
 	closeSpan(&tl.storeDown, &downOpen, open)
 	return tl
@@ -342,6 +366,20 @@ func (tl *timeline) disturbedIn(i int, a, b int64) string {
 		}
 	}
 	return tl.storeDownIn(a, b)
+}
+
+// slowIn returns the largest latency the proxy added to instance i's store
+// traffic at some instant of [a, b], and the fault that set it.
+func (tl *timeline) slowIn(i int, a, b int64) (int64, slowSpan) {
+	var worst slowSpan
+	if i >= 0 && i < tl.n {
+		for _, s := range tl.slow[i] {
+			if s.meets(a, b) && s.LatencyMs > worst.LatencyMs {
+				worst = s
+			}
+		}
+	}
+	return worst.LatencyMs, worst
 }
 
 // lostContact returns the pause or cut of instance i, or the store outage
