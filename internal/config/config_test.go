@@ -208,6 +208,11 @@ func TestClaimTimings(t *testing.T) {
 		{"ahead: built-in default under a short heartbeat", "jobs:\n" + job("a") + "    heartbeatMs: 1\n" + job("b") + "    heartbeatMs: 61\n" + job("c") + "    leaseMs: 300\n",
 			nil, ahead, []time.Duration{0, 30 * ms, 49 * ms}},
 		{"ahead: env override", "jobs:\n" + job("a"), []string{"ANARCHON_DEFAULTS_CLAIMAHEADMS=0"}, ahead, []time.Duration{0}},
+		// RabbitMQ's claims are slower at load: its built-in head start is
+		// longer, shrinks the same way, and yields to a value that is set.
+		{"ahead: built-in default on RabbitMQ", "backend: {type: rabbitmq}\njobs:\n" + job("a") + job("b") + "    heartbeatMs: 601\n" + job("c") + "    claimAheadMs: 100\n",
+			nil, ahead, []time.Duration{500 * ms, 300 * ms, 100 * ms}},
+		{"ahead: defaults on RabbitMQ", "backend: {type: rabbitmq}\ndefaults: {claimAheadMs: 50}\njobs:\n" + job("a"), nil, ahead, []time.Duration{50 * ms}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := mustParse(t, tc.yaml, tc.env...)

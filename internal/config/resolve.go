@@ -38,17 +38,23 @@ const (
 	defaultNATSStream      = "ANARCHON"
 	defaultDupWindowMs     = 3600000
 
-	defaultTimezone        = "UTC"
-	defaultMaxLateMs       = 60000
-	defaultClaimSpreadMs   = 10
-	defaultClaimAheadMs    = 100
-	defaultLeaseMs         = 30000
-	defaultMaxAttempts     = 3
-	defaultOverlap         = "skip"
-	defaultTimeout         = time.Hour
-	defaultKillGraceMs     = 10000
-	defaultShell           = "/bin/sh"
-	defaultOutputTailBytes = 4096
+	defaultTimezone      = "UTC"
+	defaultMaxLateMs     = 60000
+	defaultClaimSpreadMs = 10
+	defaultClaimAheadMs  = 100
+	// defaultRabbitMQClaimAheadMs: on RabbitMQ a claim is a confirmed
+	// persistent publish into a durable queue per run, and every instance
+	// declares and primes each run's queue ahead; at tens of runs a second
+	// the broker's p99 answer exceeds 100 ms, and claims answered after
+	// the slot delay the job's start (docs/performance.md).
+	defaultRabbitMQClaimAheadMs = 500
+	defaultLeaseMs              = 30000
+	defaultMaxAttempts          = 3
+	defaultOverlap              = "skip"
+	defaultTimeout              = time.Hour
+	defaultKillGraceMs          = 10000
+	defaultShell                = "/bin/sh"
+	defaultOutputTailBytes      = 4096
 )
 
 // Limits.
@@ -502,13 +508,21 @@ type policy struct {
 	outputTail   setting[int64]
 }
 
-func builtinPolicy() policy {
+// DefaultClaimAheadMs is the built-in claimAheadMs of backendType.
+func DefaultClaimAheadMs(backendType string) int64 {
+	if backendType == "rabbitmq" {
+		return defaultRabbitMQClaimAheadMs
+	}
+	return defaultClaimAheadMs
+}
+
+func builtinPolicy(backendType string) policy {
 	return policy{
 		timezone:    def(defaultTimezone),
 		loc:         time.UTC,
 		maxLate:     def[int64](defaultMaxLateMs),
 		claimSpread: def[int64](defaultClaimSpreadMs),
-		claimAhead:  def[int64](defaultClaimAheadMs),
+		claimAhead:  def(DefaultClaimAheadMs(backendType)),
 		lease:       def[int64](defaultLeaseMs),
 		maxAttempts: def[int64](defaultMaxAttempts),
 		overlap:     def(defaultOverlap),
@@ -711,7 +725,7 @@ func (p *parser) resolve() *Config {
 	}
 
 	// Defaults, then jobs.
-	defaults := p.resolvePolicy(vals, "defaults.", builtinPolicy())
+	defaults := p.resolvePolicy(vals, "defaults.", builtinPolicy(b.Type))
 	p.claimAheadOf(defaults, p.heartbeatOf(defaults, false), false)
 	p.claimSpreadOf(defaults, false)
 	var infos []jobInfo

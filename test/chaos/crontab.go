@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/test/chaos/check"
 )
 
@@ -164,6 +166,24 @@ func writeCrontab(path string, i int, namespace string, backend map[string]any, 
 	}
 	// WriteFile keeps the mode of an existing file.
 	return os.Chmod(path, 0o600)
+}
+
+// resolvedClaimAhead sets each job's ClaimAheadMs to what the daemons make
+// of the crontab at path: the crontab leaves it to the backend's built-in
+// default.
+func resolvedClaimAhead(path string, jobs []check.JobInfo) error {
+	cfg, err := config.Load(path, config.LoadOptions{Environ: []string{}})
+	if err != nil {
+		return fmt.Errorf("resolve the crontab %s: %w", path, err)
+	}
+	ahead := make(map[string]time.Duration, len(cfg.Jobs))
+	for _, j := range cfg.Jobs {
+		ahead[j.Name] = j.ClaimAhead
+	}
+	for i := range jobs {
+		jobs[i].ClaimAheadMs = ahead[jobs[i].Name].Milliseconds()
+	}
+	return nil
 }
 
 // instanceName is instance i's id, as run.json and the journals name it.

@@ -88,6 +88,11 @@ func runBackend(ctx context.Context, rc runConfig) (res runResult, err error) {
 		if err := writeCrontab(in.cfgPath, i, st.ns, st.backendConfig(hostport), jobs, rc.bins.job, rc.dir); err != nil {
 			return res, err
 		}
+		if i == 0 {
+			if err := resolvedClaimAhead(in.cfgPath, jobs); err != nil {
+				return res, err
+			}
+		}
 		if err := in.setSkew(0); err != nil {
 			return res, err
 		}

@@ -619,6 +619,32 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			// RabbitMQ's built-in head start is 500 ms: its winner may die
+			// that long before the slot, after its claim was won.
+			name: "claim-only: the winner claimed 500 ms ahead and was killed 400 ms before the slot", lease: false,
+			setup: func(t *testing.T, f *fx) {
+				f.info.Jobs[0].ClaimAheadMs = 500
+				f.drop(slot30)
+				r := row(slot30, 1, 0, tok(slot30, 1, 0), "running", 0)
+				started := time.UnixMilli(slot30).UTC().Format(time.RFC3339Nano) // a run claimed ahead starts at its slot
+				r.StartedAt = &started
+				f.setStatus(r)
+				f.faults = append(f.faults, Fault{AtMs: slot30 - 400, Kind: FaultKill, Instance: 0},
+					Fault{AtMs: at(32), Kind: FaultStart, Instance: 0})
+				f.daemon[1] = claimAt(t, slot30-470, slot30, 1, tok(slot30, 9, 1), "lost", 0)
+				f.daemon[2] = claimAt(t, slot30-460, slot30, 2, tok(slot30, 9, 2), "lost", 0)
+			},
+			check: func(t *testing.T, r Report) {
+				var result bool
+				for _, e := range r.Excused {
+					result = result || (e.Check == KindResult && strings.Contains(e.Reason, "died before start"))
+				}
+				if !result || r.Summary.Violations != 0 {
+					t.Errorf("violations %v, excused %v: want the running row without a start excused, its winner killed within the head start", r.Violations, r.Excused)
+				}
+			},
+		},
+		{
 			name: "claim-only: every answer lost and the silent instance was killed (no status row)", lease: false,
 			setup: func(t *testing.T, f *fx) {
 				f.drop(slot30)

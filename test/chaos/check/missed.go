@@ -206,7 +206,7 @@ func (c *checker) winnerDied(k runKey) string {
 		if e.Msg != msgClaim || e.Outcome != "won" {
 			continue
 		}
-		if why := c.tl.disturbedIn(e.Inst, e.TsMs-deathSlackMs, e.TsMs+winnerDiedMs); why != "" {
+		if why := c.tl.disturbedIn(e.Inst, e.TsMs-deathSlack(c.job(k.job)), e.TsMs+winnerDiedMs); why != "" {
 			return e.Where() + "; " + why
 		}
 	}
@@ -221,7 +221,7 @@ func (c *checker) winnerDied(k runKey) string {
 				won = t.UnixMilli()
 			}
 		}
-		if why := c.tl.disturbedIn(i, won-deathSlackMs, won+winnerDiedMs); why != "" {
+		if why := c.tl.disturbedIn(i, won-deathSlack(c.job(k.job)), won+winnerDiedMs); why != "" {
 			return fmt.Sprintf("the store names %s the winner at %s (%s); %s", s.Instance, msText(won), s.Where(), why)
 		}
 	}
@@ -252,7 +252,7 @@ func (c *checker) lostToTheDead(k runKey) string {
 		ans := c.answers(k, i)
 		// An instance whose clock runs ahead claims before the slot by its
 		// skew: look back by the largest skew it ever had.
-		at, why, hindered := c.tl.hindranceIn(i, k.slot-deathSlackMs-c.tl.maxSkew(i), first.TsMs+winnerDiedMs)
+		at, why, hindered := c.tl.hindranceIn(i, k.slot-deathSlack(c.job(k.job))-c.tl.maxSkew(i), first.TsMs+winnerDiedMs)
 		if hindered {
 			before := false // an answer before the hindrance: i lost
 			for _, e := range ans {

@@ -246,7 +246,7 @@ func (c *checker) diedBeforeStart(k runKey, s StatusRow) string {
 	// from is on the winner's clock (a claim-only store keeps the
 	// instance's time): one running ahead claimed, and died, before it by
 	// up to its skew. Look back by the largest skew it ever had.
-	return c.tl.disturbedIn(i, from-deathSlackMs-c.tl.maxSkew(i), from+max(j.LeaseMs, winnerDiedMs)+j.HeartbeatMs+c.r.Info.EpsilonMs)
+	return c.tl.disturbedIn(i, from-deathSlack(j)-c.tl.maxSkew(i), from+max(j.LeaseMs, winnerDiedMs)+j.HeartbeatMs+c.r.Info.EpsilonMs)
 }
 
 // unlisted: a run whose newest attempt ended with its write accepted well

@@ -5,11 +5,11 @@ import (
 	"strings"
 )
 
-// deathSlackMs lets a kill land just before the job's start record, or
-// before the slot by up to the claim's head start (claimAheadMs, 100 ms by
-// default, the chaos crontab's): the claim was won, so the store holds
-// the run either way.
-const deathSlackMs = 100 + 100
+// deathSlack is how long before the job's start record, or before the
+// slot, a kill may land and still be the winner's death: the claim's head
+// start (the job's claimAheadMs) and 100 ms more. The claim was won, so
+// the store holds the run either way.
+func deathSlack(j JobInfo) int64 { return j.ClaimAheadMs + 100 }
 
 // takeovers: on lease backends every run whose runner died while it was
 // active (killed, or paused longer than the lease) starts again as
@@ -40,14 +40,14 @@ func (c *checker) runnerDeath(a *attempt) (FaultLine, bool) {
 		exited = min(exited, e.TsMs)
 	}
 	for _, f := range c.tl.faults {
-		if f.Instance != a.inst || f.AtMs < a.startMs()-max(deathSlackMs, KillGraceMs) {
+		if f.Instance != a.inst || f.AtMs < a.startMs()-max(deathSlack(j), KillGraceMs) {
 			continue
 		}
 		if f.AtMs < a.startMs() {
 			if f.Kind == FaultKill && c.tl.startedIn(a.inst, f.AtMs, a.startMs()) {
 				continue // an earlier process's death
 			}
-			if f.Kind != FaultKill && f.AtMs < a.startMs()-deathSlackMs {
+			if f.Kind != FaultKill && f.AtMs < a.startMs()-deathSlack(j) {
 				continue
 			}
 		}

@@ -44,6 +44,9 @@ type JobInfo struct {
 	MaxLateMs     int64  `json:"max_late_ms"`
 	MaxAttempts   int    `json:"max_attempts"`
 	Overlap       string `json:"overlap"` // skip | allow
+	// ClaimAheadMs is the job's claimAheadMs as the daemons resolved it:
+	// its claims are won up to this long before the slot.
+	ClaimAheadMs int64 `json:"claim_ahead_ms"`
 }
 
 // FaultKind names what the harness did.
