@@ -563,11 +563,7 @@ func TestCheck(t *testing.T) {
 				f.daemon[1] = claimLog(t, slot40, 1, tok(slot40, 1, 1), "won")
 			},
 			check: func(t *testing.T, r Report) {
-				var result bool
-				for _, e := range r.Excused {
-					result = result || (e.Check == KindResult && strings.Contains(e.Reason, "died before start"))
-				}
-				if !result || r.Summary.MissedByReason[ReasonWinnerDied] != 1 {
+				if !excused(r, KindResult, "died before start") || r.Summary.MissedByReason[ReasonWinnerDied] != 1 {
 					t.Errorf("excused %v, missed %v: want died before start and winner-died", r.Excused, r.Summary.MissedByReason)
 				}
 			},
@@ -609,11 +605,7 @@ func TestCheck(t *testing.T) {
 				f.daemon[2] = claimAt(t, slot30+40, slot30, 2, tok(slot30, 9, 2), "lost", 0)
 			},
 			check: func(t *testing.T, r Report) {
-				var result bool
-				for _, e := range r.Excused {
-					result = result || (e.Check == KindResult && strings.Contains(e.Reason, "died before start"))
-				}
-				if !result {
+				if !excused(r, KindResult, "died before start") {
 					t.Errorf("excused %v: want the running row without a start excused, its winner killed", r.Excused)
 				}
 			},
@@ -635,11 +627,7 @@ func TestCheck(t *testing.T) {
 				f.daemon[2] = claimAt(t, slot30-460, slot30, 2, tok(slot30, 9, 2), "lost", 0)
 			},
 			check: func(t *testing.T, r Report) {
-				var result bool
-				for _, e := range r.Excused {
-					result = result || (e.Check == KindResult && strings.Contains(e.Reason, "died before start"))
-				}
-				if !result || r.Summary.Violations != 0 {
+				if !excused(r, KindResult, "died before start") || r.Summary.Violations != 0 {
 					t.Errorf("violations %v, excused %v: want the running row without a start excused, its winner killed within the head start", r.Violations, r.Excused)
 				}
 			},
