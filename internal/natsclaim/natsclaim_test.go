@@ -343,13 +343,7 @@ func TestResentClaimAfterLostAck(t *testing.T) {
 
 	r := req("cut")
 	proxy.SetMode(faultproxy.Blackhole)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-	_, err := b.Claim(ctx, r)
-	cancel()
-	if err == nil {
-		t.Fatal("a claim whose ack is lost must return an error (no decision arrived)")
-	}
-	t.Logf("claim with the ack lost: %v", err)
+	mustFail(t, b, r, "a claim whose ack is lost (no decision arrived)")
 	s, err := rawJS(t, p.url).Stream(t.Context(), p.stream)
 	if err != nil {
 		t.Fatal(err)
@@ -427,6 +421,19 @@ func openProxied(t *testing.T, p place) (*natsclaim.Backend, *faultproxy.Proxy, 
 	return open(t, o), proxy, u, logs
 }
 
+// mustFail claims r on b within a second and wants an error: no decision
+// can reach b.
+func mustFail(t *testing.T, b *natsclaim.Backend, r claim.Request, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if _, err := b.Claim(ctx, r); err == nil {
+		t.Fatalf("%s must return an error", what)
+	} else {
+		t.Logf("%s: %v", what, err)
+	}
+}
+
 // awaitLog waits until msg has been logged n times.
 func awaitLog(t *testing.T, logs *observer.ObservedLogs, msg string, n int) {
 	t.Helper()
@@ -455,13 +462,7 @@ func TestClaimDuringDisconnectIsNeverDeliveredLater(t *testing.T) {
 	proxy.SetMode(faultproxy.Cut)
 	awaitLog(t, logs, "nats connection lost; reconnecting", 1)
 	r := req("during-cut")
-	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-	_, err := b.Claim(ctx, r)
-	cancel()
-	if err == nil {
-		t.Fatal("a claim sent while disconnected must fail")
-	}
-	t.Logf("claim while disconnected: %v", err)
+	mustFail(t, b, r, "a claim sent while disconnected")
 	proxy.SetMode(faultproxy.Pass)
 	awaitLog(t, logs, "nats reconnected", 1)
 	// A round trip on the reconnected connection: anything it had kept
