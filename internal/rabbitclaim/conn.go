@@ -378,12 +378,14 @@ func (b *Backend) watch(s *session) {
 			b.drop(ns, "")
 			return
 		}
+		// Logged before the session is handed out: no claim on the new
+		// connection can be answered, and logged, before its restoration.
+		b.log.Info("rabbitmq connection restored", zap.String("url", b.where),
+			zap.Duration("down", b.clock.Now().Sub(lost)), zap.Int("attempts", attempts))
 		b.sess = ns
 		close(b.restored)
 		b.restored = make(chan struct{})
 		b.mu.Unlock()
-		b.log.Info("rabbitmq connection restored", zap.String("url", b.where),
-			zap.Duration("down", b.clock.Now().Sub(lost)), zap.Int("attempts", attempts))
 		s = ns
 	}
 }
