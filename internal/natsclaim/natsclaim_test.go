@@ -206,6 +206,23 @@ func TestStreamCreatedByManyAtOnce(t *testing.T) {
 	}
 }
 
+// TestSubjectsTakenByAnotherStream: the stream is missing but another
+// stream already takes the namespace's subjects; start-up names it.
+func TestSubjectsTakenByAnotherStream(t *testing.T) {
+	p := newPlace(t)
+	createStream(t, p, jetstream.StreamConfig{Duplicates: time.Hour})
+	o := p.options()
+	o.Stream = p.stream + "_OTHER"
+	_, err := natsclaim.New(t.Context(), o)
+	want := fmt.Sprintf("create stream %s: stream %s already takes subjects %s.>: set backend.nats.stream to %s", o.Stream, p.stream, p.ns, p.stream)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("want %q, got %v", want, err)
+	}
+	if _, err := rawJS(t, p.url).Stream(t.Context(), o.Stream); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("stream %s must not exist after the refusal: %v", o.Stream, err)
+	}
+}
+
 // createStream makes the stream of p as an operator would.
 func createStream(t *testing.T, p place, cfg jetstream.StreamConfig) {
 	t.Helper()

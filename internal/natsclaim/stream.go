@@ -45,10 +45,16 @@ func (b *Backend) ensureStream(ctx context.Context, o Options) error {
 			b.log.Info("nats stream created", zap.String("stream", o.Stream),
 				zap.Strings("subjects", cfg.Subjects), zap.Duration("duplicate_window", cfg.Duplicates),
 				zap.Duration("max_age", cfg.MaxAge))
-		case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
-			// Another instance created it first, with other settings:
-			// check what it made.
+		case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse), isSubjectsOverlap(err):
+			// Another instance created it first (with other settings,
+			// or while the server was still adding it, which the server
+			// answers as an overlap with itself): check what it made.
+			// An overlap with a stream of another name is the operator's.
+			created := err
 			s, err = b.js.Stream(ctx, o.Stream)
+			if errors.Is(err, jetstream.ErrStreamNotFound) && isSubjectsOverlap(created) {
+				return b.overlapError(ctx, o, created)
+			}
 			if err != nil {
 				return fmt.Errorf("read stream %s: %w", o.Stream, err)
 			}
@@ -67,6 +73,26 @@ func (b *Backend) ensureStream(ctx context.Context, o Options) error {
 	b.dupWindow = cfg.Duplicates
 	b.allowDirect = cfg.AllowDirect
 	return nil
+}
+
+// errCodeSubjectsOverlap is the server's answer to a stream whose
+// subjects overlap another stream's (nats.go names no error for it).
+const errCodeSubjectsOverlap jetstream.ErrorCode = 10065
+
+func isSubjectsOverlap(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeSubjectsOverlap
+}
+
+// overlapError says which stream already takes the namespace's subjects.
+func (b *Backend) overlapError(ctx context.Context, o Options, err error) error {
+	other, lookupErr := b.js.StreamNameBySubject(ctx, o.Namespace+".x.claims")
+	if lookupErr != nil || other == "" {
+		return fmt.Errorf("create stream %s: another stream already takes subjects %s.>: set backend.nats.stream to it or use another namespace: %w",
+			o.Stream, o.Namespace, err)
+	}
+	return fmt.Errorf("create stream %s: stream %s already takes subjects %s.>: set backend.nats.stream to %s or use another namespace: %w",
+		o.Stream, other, o.Namespace, other, err)
 }
 
 // checkStream refuses an existing stream the backend cannot rely on.
