@@ -48,7 +48,7 @@ func newHeartbeat(l claim.Leaser, clk clock.Clock, log *zap.Logger, fence claim.
 		leaser: l, clk: clk, log: log, fence: fence, lease: lease,
 		interval: interval,
 		retry:    max(interval/4, time.Millisecond),
-		margin:   lease / 5,
+		margin:   fenceMargin(lease),
 		events:   make(chan hbEvent, 1),
 	}
 }

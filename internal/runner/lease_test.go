@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -325,5 +326,59 @@ func TestLapsedLeaseNotRevived(t *testing.T) {
 	}
 	if !rep.Fenced || !errors.Is(rep.Err, ErrLeaseLost) {
 		t.Fatalf("report %+v, want fenced with ErrLeaseLost", rep)
+	}
+}
+
+// TestForkGatedByTheLease: the runner's last lease check is made around the
+// fork itself, where a starved machine loses seconds. A fork due with less
+// than the fencing margin of the lease left does not happen; an exec that
+// completes after the lease ended is killed at once. Either way the attempt
+// is fenced and nothing is recorded or renewed: a backup may hold the run.
+func TestForkGatedByTheLease(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name              string
+		before, after     time.Duration // the fake clock's advance around the fork
+		forked            bool
+		wantExitByKilling bool
+	}{
+		// Lease 30 s, margin 6 s: 5 s left is under the margin.
+		{name: "margin", before: 25 * time.Second},
+		{name: "exec-late", after: 31 * time.Second, forked: true, wantExitByKilling: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ls := &leaseStore{}
+			clk := clock.NewFake(t0)
+			r, logs := newRunner(t, ls, clk)
+			r.beforeFork = func() { clk.Advance(tc.before) }
+			r.afterFork = func() { clk.Advance(tc.after) }
+			dir := t.TempDir()
+			job := shellJob("gated", "echo $$ > started; sleep 2; echo ran > out")
+			job.Workdir = dir
+			e := execution(job)
+			e.ClaimedAt = t0
+			rep := await(t, startRun(r, context.Background(), e), 10*time.Second)
+			if !rep.Fenced || !errors.Is(rep.Err, ErrLeaseLost) || rep.Recorded {
+				t.Fatalf("report %+v, want fenced with ErrLeaseLost, not recorded", rep)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
+				t.Fatal("the command ran to its end past its lease")
+			}
+			if tc.wantExitByKilling && rep.ExitCode != 128+int(syscall.SIGKILL) {
+				t.Fatalf("exit code %d, want %d (SIGKILL)", rep.ExitCode, 128+int(syscall.SIGKILL))
+			}
+			if !tc.forked {
+				if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+					t.Fatal("the command was forked with its lease nearly over")
+				}
+			}
+			if renews, _, finishes := ls.counts(); renews != 0 || finishes != 0 {
+				t.Fatalf("%d renewals and %d results recorded, want none", renews, finishes)
+			}
+			if logs.FilterMessageSnippet("job started").Len() != 0 {
+				t.Fatal(`"job started" logged for a gated fork`)
+			}
+		})
 	}
 }

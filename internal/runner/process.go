@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,6 +27,9 @@ type process struct {
 	exited chan struct{} // closed once the leader has exited (not yet reaped)
 	guard  *Guard        // the group's guard, or nil
 	code   int           // the exit code when cmd is nil
+	// late: the exec completed after the attempt's lease had ended; the
+	// group was SIGKILLed at once (startGate).
+	late bool
 
 	mu     sync.Mutex
 	reaped bool // the group id may be reused: no more group signals
@@ -33,8 +37,10 @@ type process struct {
 
 // start starts l, its output piped to the log: directly, as the leader of
 // a new process group that r.Guard watches, or under its supervisor when
-// there is no guard.
-func (r *Runner) start(l launch, tailBytes int, log *zap.Logger) (*process, error) {
+// there is no guard. The fork is gated by g: it returns an error wrapping
+// ErrLeaseLost, with nothing started, when too little of the lease is left
+// just before the fork.
+func (r *Runner) start(l launch, tailBytes int, log *zap.Logger, g startGate) (*process, error) {
 	if err := platformCheck(); err != nil {
 		return nil, err
 	}
@@ -64,8 +70,15 @@ func (r *Runner) start(l launch, tailBytes int, log *zap.Logger) (*process, erro
 	if r.Guard != nil {
 		err = lookPath(cmd, l.env)
 	}
+	late := false
 	if err == nil {
-		err = cmd.Start()
+		late, err = g.fork(cmd)
+	}
+	if errors.Is(err, ErrLeaseLost) {
+		for _, f := range []*os.File{outR, outW, errR, errW} {
+			f.Close()
+		}
+		return nil, err
 	}
 	if err != nil && r.Guard != nil {
 		// As the supervisor does: the job's program could not be
@@ -85,10 +98,11 @@ func (r *Runner) start(l launch, tailBytes int, log *zap.Logger) (*process, erro
 		errR.Close()
 		return nil, fmt.Errorf("starting the supervisor: %w", err)
 	}
-	p := &process{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), guard: r.Guard}
+	p := &process{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), guard: r.Guard, late: late}
 	if p.guard != nil {
 		p.guard.add(p.pid)
 	}
+
 	p.out = newOutput(log, outR, errR, tailBytes)
 	go func() {
 		if err := waitExited(p.pid); err != nil {

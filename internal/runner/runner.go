@@ -53,6 +53,10 @@
 //     the command is gone before a backup can take the run over. Lease time
 //     is measured from when the claim or renewal was sent (Execution.ClaimedAt,
 //     the start of each Renew call), never from when the answer came.
+//   - The last lease check is around the fork (startGate): no fork with
+//     less than the self-fencing margin of the lease left, and a job whose
+//     exec completed after its lease ended is SIGKILLed at once. Both are
+//     fenced, as a lost lease is: nothing is recorded.
 //   - Renewals run every Heartbeat (Lease/3 if unset); a failed one is retried
 //     after Heartbeat/4; a renewal that has not answered by the next beat is
 //     abandoned and sent again. A store outage is logged once when it starts
@@ -123,6 +127,8 @@ type Runner struct {
 
 	// geteuid replaces os.Geteuid in tests of the root check.
 	geteuid func() int
+	// beforeFork and afterFork, in tests, run around each fork (startGate).
+	beforeFork, afterFork func()
 }
 
 // Execution is one won attempt to run.
@@ -246,10 +252,17 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 	l, err := r.prepare(e)
 	var p *process
 	if err == nil {
-		p, err = r.start(l, job.OutputTailBytes, log)
+		p, err = r.start(l, job.OutputTailBytes, log, r.gate(clk, leaser, job, anchor))
+	}
+	if errors.Is(err, ErrLeaseLost) {
+		log.Warn("job not started: its lease was nearly over when the fork was due", zap.Error(err))
+		return Report{Fenced: true, Err: err}
 	}
 	if err != nil {
 		return r.notStarted(ctx, clk, log, e, start, err)
+	}
+	if p.late {
+		return r.startedLate(clk, log, p, start)
 	}
 	if r.Hooks.Started != nil {
 		r.Hooks.Started(e, clk.Now())
@@ -421,6 +434,28 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 	rep.Recorded, rep.Fenced, rep.Err = r.record(ctx, clk, log, e.Fence, fin,
 		max(recordWindow, job.Lease), callTimeout(job), ctx.Done())
 	return rep
+}
+
+// gate is the lease check around the fork of e's command: the lease runs
+// from anchor on lease backends; claim-only backends have none.
+func (r *Runner) gate(clk clock.Clock, leaser claim.Leaser, job config.Job, anchor time.Time) startGate {
+	g := startGate{clk: clk, beforeFork: r.beforeFork, afterFork: r.afterFork}
+	if leaser != nil && job.Lease > 0 {
+		g.leaseEnd, g.margin = anchor.Add(job.Lease), fenceMargin(job.Lease)
+	}
+	return g
+}
+
+// startedLate ends an attempt whose exec completed after its lease had
+// ended (startGate): its process group was SIGKILLed at once; the attempt
+// is fenced, and nothing is recorded (a backup may hold the run already).
+func (r *Runner) startedLate(clk clock.Clock, log *zap.Logger, p *process, start time.Time) Report {
+	<-p.exited
+	code := p.finish(clk, log)
+	log.Error("fenced: the job's exec completed after its lease had ended (a starved machine); killed it at once, result not recorded",
+		zap.Int("exit_code", code))
+	return Report{Fenced: true, ExitCode: code, Duration: clk.Now().Sub(start),
+		Err: fmt.Errorf("%w: the exec completed after the lease ended", ErrLeaseLost)}
 }
 
 // notStarted records a command that could not be started as failed, exit
