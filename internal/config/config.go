@@ -66,6 +66,21 @@ type Backend struct {
 	NATS      NATS
 }
 
+// Leases reports whether b keeps a lease on every running run (sqlite,
+// postgres, redis strategy lease): a backup takes a run over when its
+// lease ends, and overlap: skip is decided against the live lease. The
+// other stores (claim-only) remember that a slot was claimed, not whether
+// its run is still running.
+func (b Backend) Leases() bool {
+	switch b.Type {
+	case "sqlite", "postgres":
+		return true
+	case "redis":
+		return b.Redis.Strategy == "lease"
+	}
+	return false
+}
+
 // SQLite is backend.sqlite.
 type SQLite struct {
 	Path        string

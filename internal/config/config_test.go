@@ -525,3 +525,27 @@ func TestErrorFormat(t *testing.T) {
 		t.Errorf("Errors.Error() = %q", got)
 	}
 }
+
+// The built-in overlap is skip where the store keeps leases and allow on
+// the claim-only stores, which cannot enforce skip.
+func TestOverlapDefaultFollowsTheBackend(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ backend, want string }{
+		{"type: sqlite", "skip"},
+		{"type: postgres\n  postgres:\n    dsn: postgres://localhost/test", "skip"},
+		{"type: redis\n  redis:\n    strategy: lease", "skip"},
+		{"type: redis\n  redis:\n    strategy: stream-id", "allow"},
+		{"type: redis\n  redis:\n    strategy: script", "allow"},
+		{"type: redis\n  redis:\n    strategy: auto", "allow"},
+		{"type: nats", "allow"},
+		{"type: rabbitmq", "allow"},
+	} {
+		cfg, err := Parse("c.yaml", []byte("backend:\n  "+tc.backend+"\njobs:\n"+job("a")), LoadOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.backend, err)
+		}
+		if got := cfg.Jobs[0].Overlap; got != tc.want {
+			t.Errorf("%s: overlap %q, want %q", tc.backend, got, tc.want)
+		}
+	}
+}

@@ -50,7 +50,10 @@ const (
 	defaultRabbitMQClaimAheadMs = 500
 	defaultLeaseMs              = 30000
 	defaultMaxAttempts          = 3
+	// defaultOverlap is skip on the lease backends and allow on the
+	// claim-only ones, which cannot enforce skip (Backend.Leases).
 	defaultOverlap              = "skip"
+	defaultClaimOnlyOverlap     = "allow"
 	defaultTimeout              = time.Hour
 	defaultKillGraceMs          = 10000
 	defaultShell                = "/bin/sh"
@@ -516,16 +519,20 @@ func DefaultClaimAheadMs(backendType string) int64 {
 	return defaultClaimAheadMs
 }
 
-func builtinPolicy(backendType string) policy {
+func builtinPolicy(b *Backend) policy {
+	overlap := defaultOverlap
+	if !b.Leases() {
+		overlap = defaultClaimOnlyOverlap
+	}
 	return policy{
 		timezone:    def(defaultTimezone),
 		loc:         time.UTC,
 		maxLate:     def[int64](defaultMaxLateMs),
 		claimSpread: def[int64](defaultClaimSpreadMs),
-		claimAhead:  def(DefaultClaimAheadMs(backendType)),
+		claimAhead:  def(DefaultClaimAheadMs(b.Type)),
 		lease:       def[int64](defaultLeaseMs),
 		maxAttempts: def[int64](defaultMaxAttempts),
-		overlap:     def(defaultOverlap),
+		overlap:     def(overlap),
 		timeout:     def(defaultTimeout),
 		killGrace:   def[int64](defaultKillGraceMs),
 		shell:       def(defaultShell),
@@ -725,7 +732,7 @@ func (p *parser) resolve() *Config {
 	}
 
 	// Defaults, then jobs.
-	defaults := p.resolvePolicy(vals, "defaults.", builtinPolicy(b.Type))
+	defaults := p.resolvePolicy(vals, "defaults.", builtinPolicy(b))
 	p.claimAheadOf(defaults, p.heartbeatOf(defaults, false), false)
 	p.claimSpreadOf(defaults, false)
 	var infos []jobInfo
@@ -741,6 +748,7 @@ func (p *parser) resolve() *Config {
 
 	p.checkRetention(retention, infos)
 	p.checkClaimOnly(b, typ, strategy, durationSec, windowMs, slotTTL, dupWindow, infos)
+	p.checkOverlap(b, infos)
 
 	if cfg.Instance == "" {
 		cfg.Instance = p.defaultInstance()
@@ -929,6 +937,28 @@ type limit struct {
 	desc string // "backend.redis.strategyOptions.windowMs (3600000)"
 	ms   int64
 	at   *value
+}
+
+// checkOverlap refuses overlap: skip on a claim-only backend: its store
+// keeps no lease to see the job's previous run by, so skip would silently
+// not be enforced. Reported once where it is set (a job, or defaults).
+func (p *parser) checkOverlap(b *Backend, infos []jobInfo) {
+	if b.Leases() {
+		return
+	}
+	store := b.Type
+	if b.Type == "redis" {
+		store += " (strategy " + b.Redis.Strategy + ")"
+	}
+	seen := map[*value]bool{}
+	for _, in := range infos {
+		ov := in.pol.overlap
+		if ov.val != "skip" || ov.at == nil || seen[ov.at] {
+			continue
+		}
+		seen[ov.at] = true
+		p.errorf(ov.at, "overlap: skip cannot be enforced on backend %s: a claim-only store remembers that a slot was claimed, not whether its run still runs; use overlap: allow (the default there), or a lease backend (sqlite, postgres, redis strategy lease)", store)
+	}
 }
 
 // checkClaimOnly applies SPEC §2 to the backends whose memory of a claim

@@ -179,6 +179,14 @@ var errorCases = []struct {
 		`8:jobs[0].timeout:must be greater than 0, not 0s`,
 		`9:jobs[0].overlap:must be one of skip, allow; not "never"`,
 	}},
+	{name: "overlap skip on a claim-only backend", yaml: "backend:\n  type: nats\ndefaults:\n  overlap: skip\njobs:\n" + job("a") + job("b") + job("c") + "    overlap: skip\n",
+		// Reported once where it is set: at defaults for a and b, at c.
+		want: []string{
+			`4:defaults.overlap:overlap: skip cannot be enforced on backend nats: a claim-only store`,
+			`15:jobs[2].overlap:use overlap: allow (the default there), or a lease backend`,
+		}},
+	{name: "overlap skip on redis stream-id", yaml: "backend:\n  type: redis\n  redis:\n    strategy: stream-id\njobs:\n" + job("a") + "    overlap: skip\n",
+		want: []string{`9:jobs[0].overlap:overlap: skip cannot be enforced on backend redis (strategy stream-id)`}},
 	{name: "heartbeat not below lease in defaults", yaml: "defaults:\n  leaseMs: 5000\n  heartbeatMs: 5000\njobs:\n" + job("a") + job("b"),
 		// Reported once, at defaults, not again for every job.
 		want: []string{`3:defaults.heartbeatMs:heartbeatMs 5000 must be less than leaseMs 5000 (from defaults.leaseMs, line 2)`}},

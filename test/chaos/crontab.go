@@ -70,8 +70,10 @@ var templates = []jobTemplate{
 }
 
 // makeJobs returns n jobs built from the templates, as run.json describes
-// them. Only the first job made from the drift template drifts.
-func makeJobs(n int) []check.JobInfo {
+// them. Only the first job made from the drift template drifts. Without
+// leases (claim-only stores, which refuse overlap skip) every job allows
+// overlap.
+func makeJobs(n int, leases bool) []check.JobInfo {
 	jobs := make([]check.JobInfo, 0, n)
 	drifted := false
 	for i := range n {
@@ -87,6 +89,9 @@ func makeJobs(n int) []check.JobInfo {
 			MaxLateMs:   maxLateMs,
 			MaxAttempts: maxAttempts,
 			Overlap:     t.overlap,
+		}
+		if !leases {
+			j.Overlap = "allow"
 		}
 		if t.drift != "" && !drifted {
 			j.Drift, j.DriftInstance = t.drift, driftInstance

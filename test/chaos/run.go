@@ -70,7 +70,7 @@ func runBackend(ctx context.Context, rc runConfig) (res runResult, err error) {
 		}
 	}()
 
-	jobs := makeJobs(rc.jobs)
+	jobs := makeJobs(rc.jobs, st.lease)
 	env := daemonEnv()
 	exits := make(chan int, 64)
 	insts := make([]*instance, rc.instances)
