@@ -514,7 +514,8 @@ func unavailable(format string, args ...any) error {
 
 // logUnknown logs a claim answered unknown.
 func (b *Backend) logUnknown(req claim.Request, queue, why string) {
-	b.log.Warn("claim unknown: the broker gave no decision; the run is skipped",
+	// Debug: the scheduler warns of every slot answered unknown.
+	b.log.Debug("claim unknown: the broker gave no decision; the run is skipped",
 		zap.String("job", req.Job), zap.Time("slot", req.SlotTime()), zap.Int64("slot_ms", req.Slot),
 		zap.String("token", req.Token.Short()), zap.String("queue", queue), zap.String("why", why))
 }

@@ -508,11 +508,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 			if s.o.Hooks.Claimed != nil {
 				s.o.Hooks.Claimed(job.Name, slot, res, took)
 			}
-			fields := []zap.Field{zap.String("outcome", string(res.Outcome))}
-			if res.Outcome == claim.Won {
-				fields = append(fields, zap.Int("attempt", res.Attempt))
-			}
-			log.Info("claim", fields...)
+			logAnswer(log, res)
 			c.leaseStart = req.Now
 			if !res.LeaseUntil.IsZero() && !res.StoreNow.IsZero() {
 				if left := res.LeaseUntil.Sub(res.StoreNow); left < job.Lease {
@@ -539,6 +535,31 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
+}
+
+// logAnswer logs a claim's answer at the level an operator needs: a slot
+// lost (late: nobody claimed it within maxLate; unknown: the store gave no
+// decision) is a warning, once per instance, on every backend; a win and an
+// overlap skip are info; the routine outcomes of a race lost to another
+// instance (running, done, lost) are debug.
+func logAnswer(log *zap.Logger, res claim.Result) {
+	fields := []zap.Field{zap.String("outcome", string(res.Outcome))}
+	switch res.Outcome {
+	case claim.Won:
+		log.Info("claim", append(fields, zap.Int("attempt", res.Attempt))...)
+	case claim.Overlap:
+		log.Info("claim", fields...)
+	case claim.Late, claim.Unknown:
+		log.Warn("claim", append(fields, zap.String("lost", lossReason[res.Outcome]))...)
+	default:
+		log.Debug("claim", fields...)
+	}
+}
+
+// lossReason says why a claim answered late or unknown lost its slot.
+var lossReason = map[claim.Outcome]string{
+	claim.Late:    "slot not run: nobody claimed it within maxLate of the slot",
+	claim.Unknown: "slot not run: the store gave no decision",
 }
 
 // resendFor is how long after its slot a first claim with no answer is

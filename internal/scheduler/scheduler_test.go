@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/claim/memclaim"
 	"github.com/anarchon/anarchon/internal/clock"
@@ -765,4 +769,27 @@ func TestSelfFencedWinnerWatchesItsRun(t *testing.T) {
 		h.clk.Advance(time.Second)
 	}
 	h.none(1)
+}
+
+// A slot lost is a warning with its reason; a race lost to another instance
+// is routine (debug); a win and an overlap skip are info.
+func TestClaimAnswerLogLevels(t *testing.T) {
+	t.Parallel()
+	want := map[claim.Outcome]zapcore.Level{
+		claim.Won: zapcore.InfoLevel, claim.Overlap: zapcore.InfoLevel,
+		claim.Late: zapcore.WarnLevel, claim.Unknown: zapcore.WarnLevel,
+		claim.Running: zapcore.DebugLevel, claim.Done: zapcore.DebugLevel, claim.Lost: zapcore.DebugLevel,
+	}
+	for outcome, level := range want {
+		core, logs := observer.New(zapcore.DebugLevel)
+		logAnswer(zap.New(core), claim.Result{Outcome: outcome})
+		all := logs.All()
+		if len(all) != 1 || all[0].Level != level {
+			t.Errorf("%s: logged %v, want one line at %v", outcome, all, level)
+			continue
+		}
+		if _, hasReason := all[0].ContextMap()["lost"]; hasReason != (level == zapcore.WarnLevel) {
+			t.Errorf("%s: reason field present %v, want %v", outcome, hasReason, level == zapcore.WarnLevel)
+		}
+	}
 }

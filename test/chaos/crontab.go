@@ -141,8 +141,10 @@ func writeCrontab(path string, i int, namespace string, backend map[string]any, 
 		Namespace:       namespace,
 		ShutdownGraceMs: shutdownGraceMs,
 		Metrics:         map[string]any{"listen": "127.0.0.1:0"},
-		Log:             map[string]any{"level": "info", "format": "json"},
-		Backend:         backend,
+		// Debug: the checker reads the answers of lost races (running,
+		// done, lost), which the daemon logs at debug.
+		Log:     map[string]any{"level": "debug", "format": "json"},
+		Backend: backend,
 		Defaults: defaults{
 			Timezone: "UTC", MaxLateMs: maxLateMs, LeaseMs: leaseMs, HeartbeatMs: heartbeatMs,
 			MaxAttempts: maxAttempts, Overlap: "skip", Timeout: "60s", KillGraceMs: killGraceMs,
