@@ -42,6 +42,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -121,7 +122,12 @@ type Options struct {
 // Backend is a claim.Leaser and claim.Pruner on one PostgreSQL table. It is
 // safe for concurrent use.
 type Backend struct {
-	pool    *pgxpool.Pool
+	pool *pgxpool.Pool
+	// leases serves the runner's calls on running attempts (Renew, Finish,
+	// Release) on connections of their own, kept open: under a burst of
+	// claims they never wait for a connection of pool, nor for a new one
+	// to be dialled (splitConns).
+	leases  *pgxpool.Pool
 	log     *zap.Logger
 	names   names
 	secrets secrets
@@ -294,6 +300,9 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		cfg.ConnConfig.Tracer = o.tracer
 	}
 
+	leaseCfg := cfg.Copy()
+	cfg.MaxConns, leaseCfg.MaxConns = splitConns(cfg.MaxConns)
+	leaseCfg.MinConns = leaseCfg.MaxConns
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, sec.wrap(fmt.Errorf("connect to postgres %s: %w", dsn, err))
@@ -302,31 +311,49 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		pool.Close()
 		return nil, sec.wrap(fmt.Errorf("connect to postgres %s: %w", dsn, err))
 	}
+	leases, err := pgxpool.NewWithConfig(ctx, leaseCfg)
+	if err != nil {
+		pool.Close()
+		return nil, sec.wrap(fmt.Errorf("connect to postgres %s: %w", dsn, err))
+	}
+	closeBoth := func() {
+		pool.Close()
+		leases.Close()
+	}
 	if o.SynchronousCommit != "" {
 		if err := checkSynchronousCommit(ctx, pool, o.SynchronousCommit, o.Log); err != nil {
-			pool.Close()
+			closeBoth()
 			return nil, sec.wrap(fmt.Errorf("postgres %s: %w", dsn, err))
 		}
 	}
 	if schema == "" {
 		var cur *string
 		if err := pool.QueryRow(ctx, currentSchemaSQL).Scan(&cur); err != nil {
-			pool.Close()
+			closeBoth()
 			return nil, sec.wrap(fmt.Errorf("postgres %s: read current_schema(): %w", dsn, err))
 		}
 		if cur == nil {
-			pool.Close()
+			closeBoth()
 			return nil, fmt.Errorf("postgres %s: table %q: no schema of the search_path exists; name one (schema.table)", dsn, table)
 		}
 		schema = *cur
 	}
 	n := newNames(schema, table)
-	b := &Backend{pool: pool, log: o.Log, names: n, secrets: sec, sql: newQueries(n)}
+	b := &Backend{pool: pool, leases: leases, log: o.Log, names: n, secrets: sec, sql: newQueries(n)}
 	if err := b.migrate(ctx); err != nil {
-		pool.Close()
+		closeBoth()
 		return nil, sec.wrap(fmt.Errorf("migrate postgres table %s (%s): %w", n.qualified(), dsn, err))
 	}
 	return b, nil
+}
+
+// splitConns divides a pool size between the claims' pool and the lease
+// calls' pool (Backend.leases): a quarter for the leases, at least two, so
+// that the connections a daemon may hold stay what pool_max_conns says
+// (at least three).
+func splitConns(total int32) (claims, leases int32) {
+	leases = max(2, total/4)
+	return max(1, total-leases), leases
 }
 
 // requireTLS makes every connection attempt of cc (the primary host and
@@ -483,7 +510,10 @@ const closeTimeout = 5 * time.Second
 func (b *Backend) Close() error {
 	done := make(chan struct{})
 	go func() {
-		b.pool.Close()
+		var wg sync.WaitGroup
+		wg.Go(b.pool.Close)
+		wg.Go(b.leases.Close)
+		wg.Wait()
 		close(done)
 	}()
 	t := time.NewTimer(closeTimeout)
@@ -661,7 +691,7 @@ func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration)
 	}
 	var attempt int32
 	var now, until int64
-	err := b.pool.QueryRow(ctx, b.sql.renew, f.Job, f.Slot, lease.Milliseconds(), string(f.Token)).
+	err := b.leases.QueryRow(ctx, b.sql.renew, f.Job, f.Slot, lease.Milliseconds(), string(f.Token)).
 		Scan(&attempt, &now, &until)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -709,7 +739,7 @@ func (b *Backend) Release(ctx context.Context, f claim.Fence) error {
 // claim.ErrFenced.
 func (b *Backend) fencedWrite(ctx context.Context, query string, args ...any) error {
 	var attempt int32
-	err := b.pool.QueryRow(ctx, query, args...).Scan(&attempt)
+	err := b.leases.QueryRow(ctx, query, args...).Scan(&attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return claim.ErrFenced
 	}
