@@ -105,6 +105,18 @@ func planStart(e *entry, newest *claim.Run, start time.Time) startPlan {
 	return p
 }
 
+// newestAtOrBefore returns the newest of runs (newest slot first, at most
+// limit of them) whose slot is at or before start, or nil. known is false
+// when every run read is after start and there may be older ones unread.
+func newestAtOrBefore(runs []claim.Run, start time.Time, limit int) (newest *claim.Run, known bool) {
+	for i := range runs {
+		if !runs[i].SlotTime().After(start) {
+			return &runs[i], true
+		}
+	}
+	return nil, len(runs) < limit
+}
+
 // holdUntil reports whether the start waits for the store's answer before
 // it schedules e, and until when at most: while the job's catch-up policy
 // could still run a slot from before the start, that is until its newest

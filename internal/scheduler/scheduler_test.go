@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/claim/memclaim"
 	"github.com/anarchon/anarchon/internal/clock"
@@ -91,6 +93,13 @@ type harness struct {
 	got   chan execution
 	// unrecorded is given to the executors of instances started from now on.
 	unrecorded bool
+	// fresh: start does not seed the store (a cluster's first start).
+	fresh bool
+	// undecided: start returns without awaiting the start's catch-up.
+	undecided bool
+	// hooks and log are given to the instances started from now on.
+	hooks Hooks
+	log   *zap.Logger
 }
 
 func newHarness(t *testing.T) *harness {
@@ -141,17 +150,22 @@ func (h *harness) record(j config.Job, slot time.Time) {
 
 func (h *harness) start(instance string, b claim.Backend, hold bool, jobs ...config.Job) *started {
 	h.t.Helper()
-	h.seed(jobs...)
+	if !h.fresh {
+		h.seed(jobs...)
+	}
 	ex := newFakeExec(instance, h.got, h.store)
 	ex.hold, ex.unrecorded = hold, h.unrecorded
-	s, err := New(Options{Backend: b, Clock: h.clk, Instance: instance, Executor: ex, ShutdownGrace: 5 * time.Second}, jobs)
+	s, err := New(Options{Backend: b, Clock: h.clk, Instance: instance, Executor: ex, ShutdownGrace: 5 * time.Second,
+		Hooks: h.hooks, Log: h.log}, jobs)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	st := &started{s: s, exec: ex, cancel: cancel, done: make(chan struct{})}
 	go func() { st.err = s.Run(ctx); close(st.done) }()
-	awaitDecided(h.t, s)
+	if !h.undecided {
+		awaitDecided(h.t, s)
+	}
 	h.t.Cleanup(func() {
 		cancel()
 		close(ex.release)

@@ -17,10 +17,12 @@ import (
 // startReaders bounds the reads of a start in flight at once.
 const startReaders = 8
 
-// adoptScan is how many of a job's newest runs a start on a lease store
-// reads: the newest tells the catch-up where the cluster left off, the
-// running ones are adopted.
-const adoptScan = 50
+// startScan is how many of a job's newest runs a start reads: the newest
+// at or before the start tells the catch-up where the cluster left off
+// (runs claimed after the start, by other instances or by this one while
+// the read was retried, come first); on a lease store the running ones
+// are adopted.
+const startScan = 50
 
 // startRead is the store's answer, at the start, about one job.
 type startRead struct {
@@ -104,9 +106,10 @@ func (st *starter) forget() { clear(st.held) }
 // decide acts on the store's answer about one job: a held job is scheduled
 // from its plan's first slot, and the slots not run are counted.
 func (st *starter) decide(h *slotHeap, r startRead) {
-	var newest *claim.Run
-	if len(r.runs) > 0 {
-		newest = &r.runs[0]
+	newest, known := newestAtOrBefore(r.runs, st.start, startScan)
+	if !known {
+		st.s.o.Log.Warn("slots before the start not counted: every run read was claimed after the start",
+			zap.String("job", r.e.job.Name), zap.Int("runs", len(r.runs)), zap.Time("start", st.start))
 	}
 	p := planStart(r.e, newest, st.start)
 	if _, ok := st.held[r.e]; ok {
@@ -165,16 +168,12 @@ func (s *Scheduler) reportStart(job config.Job, p startPlan, start time.Time) {
 // running.
 func (st *starter) readAll(ctx, runCtx context.Context, wg *sync.WaitGroup) {
 	s := st.s
-	limit := 1
-	if s.leaser != nil {
-		limit = adoptScan
-	}
 	todo := make(chan *entry)
 	var readers sync.WaitGroup
 	for range min(startReaders, len(s.jobs)) {
 		readers.Go(func() {
 			for e := range todo {
-				runs, ok := s.readRuns(ctx, e.job, limit)
+				runs, ok := s.readRuns(ctx, e.job, startScan)
 				if !ok {
 					continue
 				}
