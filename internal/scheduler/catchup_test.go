@@ -285,3 +285,66 @@ func TestCatchUpGivenUpWhileTheStoreIsDown(t *testing.T) {
 		t.Errorf("missed lines %v, want one with every reason", lines)
 	}
 }
+
+func entryOf(t *testing.T, j config.Job) *entry {
+	t.Helper()
+	es, err := entriesOf([]config.Job{j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es[0]
+}
+
+// planStart on its own: where the newest recorded run leaves the job, and
+// the bound on the slots walked one by one.
+func TestPlanStart(t *testing.T) {
+	start := t0 // +0.1 s
+	sec := func(n int) time.Time { return slotTime(n) }
+	run := func(at time.Time) *claim.Run { return &claim.Run{Slot: at.UnixMilli()} }
+	every := job("tick", "* * * * * *")
+	every.MaxLate, every.CatchUp = 10*time.Second, config.CatchUpLatest
+	for _, tc := range []struct {
+		name   string
+		j      config.Job
+		newest *claim.Run
+		first  time.Time
+		why    string
+		late   span
+		skip   span
+	}{
+		{"no run: new", every, nil, sec(1), "new", span{}, span{}},
+		{"not a slot: changed", every, run(sec(-3).Add(500 * time.Millisecond)), sec(1), "changed", span{}, span{}},
+		{"claimed ahead by a live instance", every, run(sec(1)), sec(1), "", span{}, span{}},
+		{"the newest is the start's slot", every, run(sec(0)), sec(1), "", span{}, span{}},
+		{"one slot missed", every, run(sec(-1)), sec(0), "", span{}, span{}},
+		{"late and skipped", every, run(sec(-12)), sec(0), "", span{2, sec(-11), sec(-10)}, span{9, sec(-9), sec(-1)}},
+		{"a long outage: the walk is bounded", every, run(sec(-30000)), sec(0), "",
+			span{maxMissedWalk, sec(-29999), sec(-10)}, span{9, sec(-9), sec(-1)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := planStart(entryOf(t, tc.j), tc.newest, start)
+			if !p.first.Equal(tc.first) || p.why != tc.why || p.late != tc.late || p.skipped != tc.skip {
+				t.Errorf("plan %+v\nwant first %v why %q late %+v skipped %+v", p, tc.first, tc.why, tc.late, tc.skip)
+			}
+		})
+	}
+}
+
+func TestLastAtOrBefore(t *testing.T) {
+	for _, tc := range []struct {
+		expr string
+		at   time.Time
+		want time.Time
+	}{
+		{"* * * * * *", t0, slotTime(0)},
+		{"* * * * * *", slotTime(0), slotTime(0)},
+		{"@every 90s", t0, time.UnixMilli(t0.UnixMilli() / 90000 * 90000).UTC()},
+		{"0 0 0 1 1 *", t0.Add(-time.Second), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"0 0 30 2 *", t0, time.Time{}}, // 30 February: never
+	} {
+		j := job("j", tc.expr)
+		if got := lastAtOrBefore(entryOf(t, j).sched, tc.at); !got.Equal(tc.want) {
+			t.Errorf("%s at %v: %v, want %v", tc.expr, tc.at, got, tc.want)
+		}
+	}
+}
