@@ -24,6 +24,13 @@ const (
 	ReasonStoreUnreachable = "store_unreachable"
 )
 
+// countMissed counts n slots of job not run, for reason.
+func (s *Scheduler) countMissed(job, reason string, n int) {
+	if s.o.Hooks.Missed != nil && n > 0 {
+		s.o.Hooks.Missed(job, reason, n)
+	}
+}
+
 // span is a run of consecutive slots of one job: how many, the first and
 // the last. n may be a lower bound (maxMissedWalk).
 type span struct {

@@ -349,3 +349,31 @@ func TestLastAtOrBefore(t *testing.T) {
 		}
 	}
 }
+
+// lateStore answers every claim late, as a store does when nobody claimed
+// the slot within maxLate (a claim delayed past it).
+type lateStore struct{ claim.Backend }
+
+func (l lateStore) Claim(context.Context, claim.Request) (claim.Result, error) {
+	return claim.Result{Outcome: claim.Late}, nil
+}
+
+// A claim the store answers late is a slot missed: counted late.
+func TestClaimAnsweredLateCountsMissed(t *testing.T) {
+	h := newHarness(t)
+	missed, _ := h.observe()
+	h.fresh = true
+	h.start("a", lateStore{h.store}, false, job("tick", "* * * * * *"))
+	for n := 1; n <= 3; n++ {
+		h.awaitTimers(1)
+		h.clk.Advance(time.Second)
+		deadline := time.Now().Add(waitFor)
+		for missed.get()["tick/late"] != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("missed %v after %d late answers", missed.get(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	h.none(1)
+}

@@ -407,9 +407,7 @@ func (s *Scheduler) skipMissed(e *entry, first, now time.Time) time.Time {
 	s.o.Log.Warn("missed: slots older than maxLate were not claimed",
 		zap.String("job", e.job.Name), zap.Int("slots", n), zap.String("reason", ReasonLate),
 		zap.Time("first", first), zap.Time("last", last), zap.Duration("maxLate", e.job.MaxLate))
-	if s.o.Hooks.Missed != nil {
-		s.o.Hooks.Missed(e.job.Name, ReasonLate, n)
-	}
+	s.countMissed(e.job.Name, ReasonLate, n)
 	return next
 }
 
@@ -444,6 +442,11 @@ func (s *Scheduler) follow(ctx, runCtx context.Context, job config.Job, slot tim
 				return
 			}
 			c, ok = s.watch(ctx, job, slot, watchPending)
+		case claim.Late:
+			// Nobody claimed the slot within maxLate: a slot missed, as
+			// one older than maxLate before its claim is.
+			s.countMissed(job.Name, ReasonLate, 1)
+			return
 		default:
 			return
 		}
@@ -526,9 +529,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 		s.health.failed("claim", err)
 		if first && s.o.Clock.Now().Sub(slot) > s.resendFor(job) {
 			log.Warn("claim abandoned: no answer from the store within maxLate of the slot (a lease more on a lease store)", zap.Error(err))
-			if s.o.Hooks.Missed != nil {
-				s.o.Hooks.Missed(job.Name, ReasonStoreUnreachable, 1)
-			}
+			s.countMissed(job.Name, ReasonStoreUnreachable, 1)
 			return answered{}, false
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)

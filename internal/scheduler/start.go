@@ -150,9 +150,7 @@ func (s *Scheduler) reportStart(job config.Job, p startPlan, start time.Time) {
 		all = all.add(c.sp)
 		reasons = append(reasons, c.reason)
 		fields = append(fields, zap.Int(c.reason, c.sp.n))
-		if s.o.Hooks.Missed != nil {
-			s.o.Hooks.Missed(job.Name, c.reason, c.sp.n)
-		}
+		s.countMissed(job.Name, c.reason, c.sp.n)
 	}
 	if all.n == 0 {
 		return
