@@ -51,14 +51,21 @@ func (s *Scheduler) beginStart(ctx, runCtx context.Context, wg *sync.WaitGroup, 
 	if st.pending == 0 {
 		close(s.decided)
 	}
+	// The held jobs are read first: the others wait for nothing.
+	order := make([]*entry, 0, len(s.jobs))
 	for _, e := range s.jobs {
 		if until, ok := holdUntil(e, start); ok {
 			st.held[e] = until
-			continue
+			order = append(order, e)
 		}
-		st.schedule(h, e, e.sched.Next(start))
 	}
-	wg.Go(func() { st.readAll(ctx, runCtx, wg) })
+	for _, e := range s.jobs {
+		if _, ok := st.held[e]; !ok {
+			st.schedule(h, e, e.sched.Next(start))
+			order = append(order, e)
+		}
+	}
+	wg.Go(func() { st.readAll(ctx, runCtx, wg, order) })
 	return st
 }
 
@@ -161,10 +168,10 @@ func (s *Scheduler) reportStart(job config.Job, p startPlan, start time.Time) {
 		zap.Time("newest_recorded", p.newest), zap.Time("start", start), zap.Duration("maxLate", job.MaxLate))...)
 }
 
-// readAll reads every job's newest runs, startReaders at a time, hands
-// each answer to the Run loop and, on a lease store, adopts the runs left
-// running.
-func (st *starter) readAll(ctx, runCtx context.Context, wg *sync.WaitGroup) {
+// readAll reads the newest runs of every job, in order, startReaders at a
+// time, hands each answer to the Run loop and, on a lease store, adopts
+// the runs left running.
+func (st *starter) readAll(ctx, runCtx context.Context, wg *sync.WaitGroup, order []*entry) {
 	s := st.s
 	todo := make(chan *entry)
 	var readers sync.WaitGroup
@@ -185,7 +192,7 @@ func (st *starter) readAll(ctx, runCtx context.Context, wg *sync.WaitGroup) {
 			}
 		})
 	}
-	st.feed(ctx, todo)
+	feed(ctx, todo, order)
 	readers.Wait()
 	if ctx.Err() != nil {
 		return
@@ -198,9 +205,9 @@ func (st *starter) readAll(ctx, runCtx context.Context, wg *sync.WaitGroup) {
 }
 
 // feed sends the jobs to the readers until done or ctx is.
-func (st *starter) feed(ctx context.Context, todo chan<- *entry) {
+func feed(ctx context.Context, todo chan<- *entry, order []*entry) {
 	defer close(todo)
-	for _, e := range st.s.jobs {
+	for _, e := range order {
 		select {
 		case todo <- e:
 		case <-ctx.Done():
