@@ -654,6 +654,7 @@ func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time, k
 				zap.String("instance", run.Instance), zap.Time("lease_until", run.LeaseUntil),
 				zap.Duration("maxLate", job.MaxLate))
 			j.MaxAttempts = run.Attempt
+			s.countMissed(job.Name, ReasonLate, 1)
 		}
 		c, ok := s.claimRetrying(ctx, j, slot, claim.NewToken(), false)
 		if ok && c.res.Outcome != claim.Running {

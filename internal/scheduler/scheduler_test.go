@@ -739,9 +739,11 @@ func TestStartAdoptsAnAbandonedRun(t *testing.T) {
 }
 
 // A run whose lease ended more than maxLate before the instance started is
-// not run again hours late: the store marks it interrupted.
+// not run again hours late: the store marks it interrupted, and the slot is
+// counted missed (late).
 func TestStartMarksALongAbandonedRunInterrupted(t *testing.T) {
 	h := newHarness(t)
+	missed, _ := h.observe()
 	j := job("nightly", "0 0 3 * * *")
 	slot := t0.Add(-10 * time.Second)
 	h.abandon(j, slot)
@@ -765,6 +767,9 @@ func TestStartMarksALongAbandonedRunInterrupted(t *testing.T) {
 		runtime.Gosched()
 	}
 	h.none(1)
+	if got := missed.get(); got["nightly/late"] != 1 || len(got) != 1 {
+		t.Errorf("missed %v, want the abandoned slot counted late", got)
+	}
 }
 
 // A run found running at start whose runner lives is watched, not taken:
