@@ -161,6 +161,7 @@ type Job struct {
 	Heartbeat       time.Duration
 	MaxAttempts     int
 	Overlap         string // skip | allow
+	CatchUp         string // none | latest | all: the slots missed while every instance was down that a start runs
 	Timeout         time.Duration
 	KillGrace       time.Duration
 	Shell           string
@@ -169,3 +170,14 @@ type Job struct {
 	Line  int // the line of the job's entry in File
 	Index int // the job's position in jobs, from 0
 }
+
+// Catch-up policies: which of the slots that came due while every instance
+// was down a start runs (docs/design.md, "Catch-up at start").
+const (
+	// CatchUpNone runs only the slots after the start.
+	CatchUpNone = "none"
+	// CatchUpLatest runs the newest missed slot still within maxLate, once.
+	CatchUpLatest = "latest"
+	// CatchUpAll runs every missed slot still within maxLate.
+	CatchUpAll = "all"
+)

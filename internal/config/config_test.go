@@ -31,7 +31,7 @@ func TestBuiltinDefaults(t *testing.T) {
 			Name: "a", Schedule: "* * * * *", Command: "true",
 			Timezone: "UTC", Location: time.UTC,
 			MaxLate: time.Minute, ClaimSpread: 10 * time.Millisecond, ClaimAhead: 100 * time.Millisecond,
-			Lease: 30 * time.Second, Heartbeat: 10 * time.Second, MaxAttempts: 3, Overlap: "skip", Timeout: time.Hour, KillGrace: 10 * time.Second,
+			Lease: 30 * time.Second, Heartbeat: 10 * time.Second, MaxAttempts: 3, Overlap: "skip", CatchUp: "latest", Timeout: time.Hour, KillGrace: 10 * time.Second,
 			Shell: "/bin/sh", OutputTailBytes: 4096, Line: 2, Index: 0,
 		}},
 	}
@@ -108,6 +108,33 @@ jobs:
 	}
 	if len(cfg.Warnings) != 0 {
 		t.Errorf("warnings: %q", cfg.Warnings)
+	}
+}
+
+// TestCatchUp: catchUp from the built-in default (latest), defaults, the
+// job and the environment.
+func TestCatchUp(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		env        []string
+		want       []string // per job
+	}{
+		{"built-in default", "jobs:\n" + job("a"), nil, []string{"latest"}},
+		{"defaults inherited, job overrides", "defaults: {catchUp: all}\njobs:\n" + job("a") + job("b") + "    catchUp: none\n" + job("c") + "    catchUp: latest\n",
+			nil, []string{"all", "none", "latest"}},
+		{"env override of defaults", "jobs:\n" + job("a") + job("b") + "    catchUp: all\n", []string{"ANARCHON_DEFAULTS_CATCHUP=none"},
+			[]string{"none", "all"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := mustParse(t, tc.yaml, tc.env...)
+			var got []string
+			for _, j := range cfg.Jobs {
+				got = append(got, j.CatchUp)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("catchUp %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -416,8 +443,8 @@ func TestEnvThroughViper(t *testing.T) {
 			t.Errorf("%s: viper (%s, %q, %v), list (%s, %q, %v)", ps.path, n1, v1, ok1, n2, v2, ok2)
 		}
 	}
-	if len(paths) != 59 {
-		t.Errorf("%d overridable settings, want 59: update the docs' table", len(paths))
+	if len(paths) != 60 {
+		t.Errorf("%d overridable settings, want 60: update the docs' table", len(paths))
 	}
 }
 

@@ -52,12 +52,13 @@ const (
 	defaultMaxAttempts          = 3
 	// defaultOverlap is skip on the lease backends and allow on the
 	// claim-only ones, which cannot enforce skip (Backend.Leases).
-	defaultOverlap              = "skip"
-	defaultClaimOnlyOverlap     = "allow"
-	defaultTimeout              = time.Hour
-	defaultKillGraceMs          = 10000
-	defaultShell                = "/bin/sh"
-	defaultOutputTailBytes      = 4096
+	defaultOverlap          = "skip"
+	defaultClaimOnlyOverlap = "allow"
+	defaultCatchUp          = CatchUpLatest
+	defaultTimeout          = time.Hour
+	defaultKillGraceMs      = 10000
+	defaultShell            = "/bin/sh"
+	defaultOutputTailBytes  = 4096
 )
 
 // Limits.
@@ -97,6 +98,7 @@ var (
 	logLevels      = []string{"debug", "info", "warn", "error"}
 	logFormats     = []string{"auto", "console", "json"}
 	overlapChoices = []string{"skip", "allow"}
+	catchUpChoices = []string{CatchUpNone, CatchUpLatest, CatchUpAll}
 
 	// syncCommitLevels are PostgreSQL's synchronous_commit levels, as SHOW
 	// spells them (its aliases true, yes, 1, ... are not taken).
@@ -505,6 +507,7 @@ type policy struct {
 	heartbeatSet bool // false: leaseMs / 3
 	maxAttempts  setting[int64]
 	overlap      setting[string]
+	catchUp      setting[string]
 	timeout      setting[time.Duration]
 	killGrace    setting[int64]
 	shell        setting[string]
@@ -533,6 +536,7 @@ func builtinPolicy(b *Backend) policy {
 		lease:       def[int64](defaultLeaseMs),
 		maxAttempts: def[int64](defaultMaxAttempts),
 		overlap:     def(overlap),
+		catchUp:     def(defaultCatchUp),
 		timeout:     def(defaultTimeout),
 		killGrace:   def[int64](defaultKillGraceMs),
 		shell:       def(defaultShell),
@@ -563,6 +567,7 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	}
 	pol.maxAttempts = get(p, vals, prefix+"maxAttempts", base.maxAttempts, p.asInt, intRange(1, math.MaxInt32))
 	pol.overlap = get(p, vals, prefix+"overlap", base.overlap, p.asString, oneOf(overlapChoices))
+	pol.catchUp = get(p, vals, prefix+"catchUp", base.catchUp, p.asString, oneOf(catchUpChoices))
 	pol.timeout = get(p, vals, prefix+"timeout", base.timeout, p.asDuration, positiveDuration)
 	pol.killGrace = get(p, vals, prefix+"killGraceMs", base.killGrace, p.asInt, ms(0))
 	pol.shell = get(p, vals, prefix+"shell", base.shell, p.asString, notEmpty)
@@ -815,6 +820,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.ClaimAhead = time.Duration(p.claimAheadOf(pol, hb, true)) * time.Millisecond
 	j.MaxAttempts = int(pol.maxAttempts.val)
 	j.Overlap = pol.overlap.val
+	j.CatchUp = pol.catchUp.val
 	j.Timeout = pol.timeout.val
 	j.KillGrace = time.Duration(pol.killGrace.val) * time.Millisecond
 	j.Shell = pol.shell.val

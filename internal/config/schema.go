@@ -43,6 +43,7 @@ var defaultsSpecs = []*spec{
 	{key: "heartbeatMs", kind: kindInt},
 	{key: "maxAttempts", kind: kindInt},
 	{key: "overlap", kind: kindString},
+	{key: "catchUp", kind: kindString},
 	{key: "timeout", kind: kindDuration},
 	{key: "killGraceMs", kind: kindInt},
 	{key: "shell", kind: kindString},

@@ -187,6 +187,14 @@ var errorCases = []struct {
 		}},
 	{name: "overlap skip on redis stream-id", yaml: "backend:\n  type: redis\n  redis:\n    strategy: stream-id\njobs:\n" + job("a") + "    overlap: skip\n",
 		want: []string{`9:jobs[0].overlap:overlap: skip cannot be enforced on backend redis (strategy stream-id)`}},
+	{name: "catch-up not a policy", yaml: "defaults:\n  catchUp: oldest\njobs:\n" + job("a") + "    catchUp: All\n" + job("b") + "    catchUp: 3\n",
+		want: []string{
+			`2:defaults.catchUp:must be one of none, latest, all; not "oldest"`,
+			`7:jobs[0].catchUp:must be one of none, latest, all; not "All"`,
+			`11:jobs[1].catchUp:must be a string`,
+		}},
+	{name: "catch-up error names the job", yaml: "jobs:\n" + job("nightly") + "    catchUp: every\n",
+		want: []string{`5:jobs[0].catchUp:must be one of none, latest, all; not "every"`}},
 	{name: "heartbeat not below lease in defaults", yaml: "defaults:\n  leaseMs: 5000\n  heartbeatMs: 5000\njobs:\n" + job("a") + job("b"),
 		// Reported once, at defaults, not again for every job.
 		want: []string{`3:defaults.heartbeatMs:heartbeatMs 5000 must be less than leaseMs 5000 (from defaults.leaseMs, line 2)`}},

@@ -65,7 +65,7 @@ func New(c clock.Clock, backend string) *Metrics {
 	m.fenced = prometheus.NewCounter(prometheus.CounterOpts{Name: "anarchon_fenced_total",
 		Help: "Executions stopped because another attempt owns the run, or the lease could not be kept."})
 	m.missed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_missed_slots_total",
-		Help: "Slots not claimed within maxLate (after a pause, or a store outage)."}, []string{"job"})
+		Help: "Slots not run, by job and reason: late (not claimed within maxLate), catch_up (due while every instance was down, not run by the job's catchUp policy), store_unreachable (no answer from the store in time)."}, []string{"job", "reason"})
 	m.storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_backend_errors_total",
 		Help: "Failed calls to the store by operation."}, []string{"op"})
 	m.clockSkew = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anarchon_clock_skew_seconds",
@@ -112,7 +112,7 @@ func (m *Metrics) SchedulerHooks() scheduler.Hooks {
 			m.claimDuration.WithLabelValues(m.backend).Observe(took.Seconds())
 			m.skew(res.StoreNow)
 		},
-		Missed: func(job string, n int) { m.missed.WithLabelValues(job).Add(float64(n)) },
+		Missed: func(job, reason string, n int) { m.missed.WithLabelValues(job, reason).Add(float64(n)) },
 		Finished: func(job string, _ time.Time, rep runner.Report) {
 			status := string(rep.Status)
 			switch {

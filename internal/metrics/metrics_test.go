@@ -46,3 +46,20 @@ func TestReadyFollowsTheDaemon(t *testing.T) {
 		t.Fatalf("stopping: %d", code)
 	}
 }
+
+func TestMissedSlotsByReason(t *testing.T) {
+	m := New(clock.NewFake(time.Now()), "sqlite")
+	h := m.SchedulerHooks()
+	h.Missed("nightly", "catch_up", 4)
+	h.Missed("nightly", "late", 2)
+	h.Missed("nightly", "late", 1)
+	_, body := status(t, m, "/metrics")
+	for _, want := range []string{
+		`anarchon_missed_slots_total{job="nightly",reason="catch_up"} 4`,
+		`anarchon_missed_slots_total{job="nightly",reason="late"} 3`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}

@@ -75,6 +75,7 @@ func runAhead(t *testing.T, h *harness, hold bool, overlap string) *aheadRun {
 	fe := newFakeExec("a", h.got, h.store)
 	fe.hold = hold
 	ex := &clockedExec{fakeExec: fe, clk: h.clk, at: map[int64]time.Time{}}
+	h.seed(j)
 	s, err := New(Options{Backend: cc, Clock: h.clk, Instance: "a", Executor: ex, ShutdownGrace: time.Second, Unbatched: true, Hooks: hooks}, []config.Job{j})
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +83,7 @@ func runAhead(t *testing.T, h *harness, hold bool, overlap string) *aheadRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = s.Run(ctx); close(done) }()
+	awaitDecided(t, s)
 	t.Cleanup(func() {
 		cancel()
 		close(fe.release)

@@ -105,14 +105,15 @@ func TestLoserLearnsThePeer(t *testing.T) {
 	const spread = 300 * time.Millisecond
 	j := spreadJob("tick", "* * * * * *", spread)
 	j.MaxLate = time.Second // one catch-up slot at the start: +0
+	b := &timed{Backend: h.store}
+	st := h.start("a", b, false, j)
+	awaitDecided(t, st.s)
 	// Instance b holds slot +1 before a claims it.
 	won, err := h.store.Claim(context.Background(), claim.Request{Job: "tick", Slot: slotOf(1), Token: claim.NewToken(),
 		Instance: "b", MaxLate: time.Hour, Lease: time.Minute, MaxAttempts: 3, Overlap: claim.OverlapAllow, Now: t0})
 	if err != nil || won.Outcome != claim.Won {
 		t.Fatalf("b's claim: %+v %v", won, err)
 	}
-	b := &timed{Backend: h.store}
-	st := h.start("a", b, false, j)
 	h.awaitTimers(1)
 	h.clk.Advance(spread) // the start's catch-up slot, past any delay
 	h.next()

@@ -40,12 +40,14 @@ type Hooks struct {
 	// read, prune); StoreOK with every answered one.
 	StoreError func(op string, err error)
 	StoreOK    func(op string)
-	// Missed is called when n slots of job were older than maxLate.
-	Missed func(job string, n int)
+	// Missed is called when n slots of job were not run, with the reason
+	// (ReasonLate, ReasonCatchUp, ReasonStoreUnreachable).
+	Missed func(job, reason string, n int)
 	// Finished is called with the report of every execution.
 	Finished func(job string, slot time.Time, rep runner.Report)
-	// Adopted is called once the start's scan of the runs left running
-	// (lease backends) is over: jobs is how many jobs it read.
+	// Adopted is called once the start's read of every job's newest runs
+	// (and, on lease backends, its adoption of the runs left running) is
+	// over: jobs is how many jobs it read.
 	Adopted func(jobs int)
 }
 
@@ -99,6 +101,9 @@ type Scheduler struct {
 	// peers are the other instances seen holding runs: the work spread
 	// ranks this instance among them.
 	peers peers
+	// decided is closed once the start has decided every job's catch-up
+	// from the store's answer.
+	decided chan struct{}
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -131,6 +136,7 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 		reload:    make(chan []*entry),
 		jobs:      entries,
 		lastBatch: map[string]chan struct{}{},
+		decided:   make(chan struct{}),
 	}
 	s.health.log, s.health.clock, s.health.hooks = o.Log, o.Clock, &s.o.Hooks
 	s.leaser, _ = o.Backend.(claim.Leaser)
@@ -185,23 +191,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 	h := &slotHeap{}
 	start := s.o.Clock.Now()
-	for _, e := range s.jobs {
-		e.next = e.sched.Next(start.Add(-e.job.MaxLate))
-		if !e.next.IsZero() {
-			heap.Push(h, e)
-			s.prep.add(e)
-		}
-	}
-	if s.leaser != nil {
-		jobs := make([]config.Job, len(s.jobs))
-		for i, e := range s.jobs {
-			jobs[i] = e.job
-		}
-		wg.Go(func() { s.adopt(ctx, runCtx, &wg, start, jobs) })
-	}
+	st := s.beginStart(ctx, runCtx, &wg, h, start)
 	cursor := start // every slot at or before cursor has been dispatched
 	for ctx.Err() == nil {
 		now := s.o.Clock.Now()
+		st.expire(h, now)
 		if h.Len() > 0 && !(*h)[0].due().After(now) {
 			s.dispatchDue(ctx, runCtx, &wg, h, now)
 			cursor = now
@@ -212,8 +206,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		if h.Len() > 0 && (*h)[0].due().Before(wake) {
 			wake = (*h)[0].due()
 		}
-		if w := s.prep.wake(); !w.IsZero() && w.Before(wake) {
-			wake = w
+		for _, w := range []time.Time{s.prep.wake(), st.wake()} {
+			if !w.IsZero() && w.Before(wake) {
+				wake = w
+			}
 		}
 		// Armed at the instant, not after a duration from now: time that
 		// passes before the timer is armed is not added to the wait.
@@ -221,8 +217,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-timer.C():
+		case r := <-st.results:
+			st.decide(h, r)
 		case fresh := <-s.reload:
 			h = s.replace(h, fresh, cursor)
+			st.forget()
 		}
 		timer.Stop()
 	}
@@ -406,11 +405,9 @@ func (s *Scheduler) skipMissed(e *entry, first, now time.Time) time.Time {
 		n, last, next = n+1, next, e.sched.Next(next)
 	}
 	s.o.Log.Warn("missed: slots older than maxLate were not claimed",
-		zap.String("job", e.job.Name), zap.Int("slots", n),
+		zap.String("job", e.job.Name), zap.Int("slots", n), zap.String("reason", ReasonLate),
 		zap.Time("first", first), zap.Time("last", last), zap.Duration("maxLate", e.job.MaxLate))
-	if s.o.Hooks.Missed != nil {
-		s.o.Hooks.Missed(e.job.Name, n)
-	}
+	s.countMissed(e.job.Name, ReasonLate, n)
 	return next
 }
 
@@ -445,6 +442,11 @@ func (s *Scheduler) follow(ctx, runCtx context.Context, job config.Job, slot tim
 				return
 			}
 			c, ok = s.watch(ctx, job, slot, watchPending)
+		case claim.Late:
+			// Nobody claimed the slot within maxLate: a slot missed, as
+			// one older than maxLate before its claim is.
+			s.countMissed(job.Name, ReasonLate, 1)
+			return
 		default:
 			return
 		}
@@ -523,9 +525,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 		s.health.failed("claim", err)
 		if first && s.o.Clock.Now().Sub(slot) > s.resendFor(job) {
 			log.Warn("claim abandoned: no answer from the store within maxLate of the slot (a lease more on a lease store)", zap.Error(err))
-			if s.o.Hooks.Missed != nil {
-				s.o.Hooks.Missed(job.Name, 1)
-			}
+			s.countMissed(job.Name, ReasonStoreUnreachable, 1)
 			return answered{}, false
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
@@ -675,62 +675,12 @@ func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time, k
 				zap.String("instance", run.Instance), zap.Time("lease_until", run.LeaseUntil),
 				zap.Duration("maxLate", job.MaxLate))
 			j.MaxAttempts = run.Attempt
+			s.countMissed(job.Name, ReasonLate, 1)
 		}
 		c, ok := s.claimRetrying(ctx, j, slot, claim.NewToken(), false)
 		if ok && c.res.Outcome != claim.Running {
 			return c, true
 		}
-	}
-}
-
-// adoptScan is how many of a job's newest runs a start looks through for
-// runs to adopt.
-const adoptScan = 50
-
-// adopt takes up, at the instance's start, the watch over the jobs' runs
-// that the store holds as running and whose slot is older than the start's
-// catch-up (start - maxLate): their runner may have died while no instance
-// was watching (every instance down at once), and without a watcher such a
-// run would stay running for good. A run whose runner lives is only
-// watched, as any backup does. The store is read job by job, each read
-// bounded by ClaimTimeout and re-sent until answered.
-func (s *Scheduler) adopt(ctx, runCtx context.Context, wg *sync.WaitGroup, start time.Time, jobs []config.Job) {
-	for _, job := range jobs {
-		var runs []claim.Run
-		for backoff := 100 * time.Millisecond; ; backoff = min(backoff*2, 2*time.Second) {
-			var err error
-			lctx, cancel := context.WithTimeout(ctx, s.o.ClaimTimeout)
-			runs, err = s.o.Backend.ListRuns(lctx, claim.ListQuery{Job: job.Name, Limit: adoptScan})
-			cancel()
-			if err == nil {
-				s.health.ok("list")
-				break
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			s.health.failed("list", err)
-			if clock.Sleep(ctx, s.o.Clock, backoff) != nil {
-				return
-			}
-		}
-		for _, r := range runs {
-			slot := r.SlotTime()
-			if r.Status != claim.StatusRunning || !slot.Before(start.Add(-job.MaxLate)) {
-				continue
-			}
-			s.o.Log.Info("watching a run found running at start", zap.String("job", job.Name), zap.Time("slot", slot),
-				zap.Int("attempt", r.Attempt), zap.String("instance", r.Instance))
-			wg.Go(func() {
-				c, ok := s.watch(ctx, job, slot, watchAdopted)
-				s.follow(ctx, runCtx, job, slot, c, ok)
-			})
-		}
-	}
-	s.o.Log.Info("scanned the jobs' runs left running at start", zap.Int("jobs", len(jobs)),
-		zap.Duration("took", s.o.Clock.Now().Sub(start)))
-	if s.o.Hooks.Adopted != nil {
-		s.o.Hooks.Adopted(len(jobs))
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/runner"
+	"github.com/anarchon/anarchon/internal/schedule"
 )
 
 // t0 is 100ms past a whole second: every-second slots fall between steps of
@@ -35,7 +36,7 @@ func job(name, expr string) config.Job {
 	return config.Job{
 		Name: name, Schedule: expr, Location: time.UTC, Timezone: "UTC",
 		MaxLate: 400 * time.Millisecond, Lease: 3 * time.Second, Heartbeat: time.Second,
-		MaxAttempts: 3, Overlap: "allow", Timeout: time.Hour, Command: "true", Shell: "/bin/sh",
+		MaxAttempts: 3, Overlap: "allow", CatchUp: config.CatchUpAll, Timeout: time.Hour, Command: "true", Shell: "/bin/sh",
 	}
 }
 
@@ -94,6 +95,13 @@ type harness struct {
 	got   chan execution
 	// unrecorded is given to the executors of instances started from now on.
 	unrecorded bool
+	// fresh: start does not seed the store (a cluster's first start).
+	fresh bool
+	// undecided: start returns without awaiting the start's catch-up.
+	undecided bool
+	// hooks and log are given to the instances started from now on.
+	hooks Hooks
+	log   *zap.Logger
 }
 
 func newHarness(t *testing.T) *harness {
@@ -109,17 +117,57 @@ type started struct {
 	err    error         // Run's result, once done is closed
 }
 
+// seed records, for each job the store has no run of, a finished run of
+// its newest slot older than maxLate: the cluster ran the job before, and
+// the start's catch-up (catchUp all in job) claims every slot within
+// maxLate before it.
+func (h *harness) seed(jobs ...config.Job) {
+	h.t.Helper()
+	ctx := context.Background()
+	for _, j := range jobs {
+		if runs, err := h.store.ListRuns(ctx, claim.ListQuery{Job: j.Name, Limit: 1}); err != nil || len(runs) > 0 {
+			continue
+		}
+		sc, err := schedule.Parse(j.Schedule, j.Location)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.record(j, lastAtOrBefore(sc, h.clk.Now().Add(-j.MaxLate)))
+	}
+}
+
+// record writes a finished run of (j, slot) by an instance of the past.
+func (h *harness) record(j config.Job, slot time.Time) {
+	h.t.Helper()
+	ctx := context.Background()
+	req := claim.Request{Job: j.Name, Slot: slot.UnixMilli(), Token: claim.NewToken(), Instance: "past",
+		MaxLate: 100 * 365 * 24 * time.Hour, Lease: time.Minute, MaxAttempts: 1, Overlap: claim.OverlapAllow}
+	if res, err := h.store.Claim(ctx, req); err != nil || res.Outcome != claim.Won {
+		h.t.Fatalf("recording %s@%v: %+v %v", j.Name, slot, res, err)
+	}
+	if err := h.store.Finish(ctx, req.Fence(1), claim.Finish{Status: claim.StatusSucceeded}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 func (h *harness) start(instance string, b claim.Backend, hold bool, jobs ...config.Job) *started {
 	h.t.Helper()
+	if !h.fresh {
+		h.seed(jobs...)
+	}
 	ex := newFakeExec(instance, h.got, h.store)
 	ex.hold, ex.unrecorded = hold, h.unrecorded
-	s, err := New(Options{Backend: b, Clock: h.clk, Instance: instance, Executor: ex, ShutdownGrace: 5 * time.Second}, jobs)
+	s, err := New(Options{Backend: b, Clock: h.clk, Instance: instance, Executor: ex, ShutdownGrace: 5 * time.Second,
+		Hooks: h.hooks, Log: h.log}, jobs)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	st := &started{s: s, exec: ex, cancel: cancel, done: make(chan struct{})}
 	go func() { st.err = s.Run(ctx); close(st.done) }()
+	if !h.undecided {
+		awaitDecided(h.t, s)
+	}
 	h.t.Cleanup(func() {
 		cancel()
 		close(ex.release)
@@ -130,6 +178,19 @@ func (h *harness) start(instance string, b claim.Backend, hold bool, jobs ...con
 		}
 	})
 	return st
+}
+
+// awaitDecided waits until each of scheds has decided its start's
+// catch-up from the store's answer.
+func awaitDecided(t *testing.T, scheds ...*Scheduler) {
+	t.Helper()
+	for _, s := range scheds {
+		select {
+		case <-s.decided:
+		case <-time.After(waitFor):
+			t.Fatal("the start's catch-up was not decided")
+		}
+	}
 }
 
 // next awaits the next execution.
@@ -252,14 +313,16 @@ func TestPauseBeyondMaxLateCountsMissed(t *testing.T) {
 	missed := 0
 	ex := newFakeExec("a", h.got, h.store)
 	s, err := New(Options{Backend: h.store, Clock: h.clk, Instance: "a", Executor: ex,
-		Hooks: Hooks{Missed: func(_ string, n int) { mu.Lock(); missed += n; mu.Unlock() }}},
+		Hooks: Hooks{Missed: func(_, _ string, n int) { mu.Lock(); missed += n; mu.Unlock() }}},
 		[]config.Job{job("tick", "* * * * * *")})
+	h.seed(job("tick", "* * * * * *"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
+	awaitDecided(t, s)
 	defer func() { cancel(); <-done }()
 
 	if e := h.next(); e.e.Fence.Slot != slotOf(0) {
@@ -678,9 +741,11 @@ func TestStartAdoptsAnAbandonedRun(t *testing.T) {
 }
 
 // A run whose lease ended more than maxLate before the instance started is
-// not run again hours late: the store marks it interrupted.
+// not run again hours late: the store marks it interrupted, and the slot is
+// counted missed (late).
 func TestStartMarksALongAbandonedRunInterrupted(t *testing.T) {
 	h := newHarness(t)
+	missed, _ := h.observe()
 	j := job("nightly", "0 0 3 * * *")
 	slot := t0.Add(-10 * time.Second)
 	h.abandon(j, slot)
@@ -704,6 +769,9 @@ func TestStartMarksALongAbandonedRunInterrupted(t *testing.T) {
 		runtime.Gosched()
 	}
 	h.none(1)
+	if got := missed.get(); got["nightly/late"] != 1 || len(got) != 1 {
+		t.Errorf("missed %v, want the abandoned slot counted late", got)
+	}
 }
 
 // A run found running at start whose runner lives is watched, not taken:

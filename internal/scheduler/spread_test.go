@@ -239,6 +239,7 @@ func TestSpreadDelayHoldsNoClaimSlot(t *testing.T) {
 	}
 	b := &timed{Backend: h.store}
 	ex := newFakeExec("a", h.got, h.store)
+	h.seed(spreadJob(short, "* * * * * *", spread), spreadJob(long, "* * * * * *", spread))
 	s, err := New(Options{Backend: b, Clock: h.clk, Instance: "a", Executor: ex, ClaimConcurrency: 1},
 		[]config.Job{spreadJob(short, "* * * * * *", spread), spreadJob(long, "* * * * * *", spread)})
 	if err != nil {
@@ -248,6 +249,7 @@ func TestSpreadDelayHoldsNoClaimSlot(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	defer func() { cancel(); <-done }()
+	awaitDecided(t, s)
 	h.awaitTimers(1)
 	h.clk.Advance(spread) // the start's slot of both jobs (catch-up), past any delay
 	h.next()
@@ -308,9 +310,8 @@ func TestSpreadSharesSlotsAmongInstances(t *testing.T) {
 			runtime.Gosched()
 		}
 	}
-	// The start's slot is a catch-up, claimed at once by all three.
-	awaitClaims(3)
-	h.next()
+	// A fresh store: the start claims nothing from before it.
+	awaitDecided(t, scheds...)
 	wins := map[string]int{}
 	const slots = 30
 	for sec := 1; sec <= slots; sec++ {
@@ -329,7 +330,7 @@ func TestSpreadSharesSlotsAmongInstances(t *testing.T) {
 		}
 		slices.Sort(deadlines)
 		h.awaitTimers(3 + countIf(delays, func(d time.Duration) bool { return d > 0 }))
-		base := int64(3 * sec)
+		base := int64(3 * (sec - 1))
 		awaitClaims(base + int64(countIf(delays, func(d time.Duration) bool { return d == 0 })))
 		for _, d := range deadlines {
 			h.clk.Set(slot.Add(d))

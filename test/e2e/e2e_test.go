@@ -161,6 +161,8 @@ func params(st store, dir, root string) testscript.Params {
 			"metrics":       cmdMetrics,
 			"shares":        cmdShares,
 			"solo":          cmdSolo,
+			"slotcount":     cmdSlotCount,
+			"catchupcheck":  cmdCatchUpCheck,
 		},
 	}
 }
