@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -209,6 +210,7 @@ func newStatusCmd(env Env) *cobra.Command {
 			if err != nil {
 				return runtimeError(fmt.Errorf("list runs: %w", err))
 			}
+			runs = liveness(ctx, b, cfg, runs).Mark(runs)
 			if asJSON {
 				err = status.WriteJSON(env.Stdout, runs)
 			} else {
@@ -225,4 +227,26 @@ func newStatusCmd(env Env) *cobra.Command {
 	c.Flags().IntVar(&limit, "limit", 20, "at most this many runs, newest slot first")
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per run")
 	return c
+}
+
+// liveness is what status needs to show the runs left running with no
+// live runner as abandoned: on a lease store the store's clock, read with
+// the first running run (a store that does not answer leaves every run as
+// it is); on a claim-only store this host's clock and the jobs' bounds.
+func liveness(ctx context.Context, b claim.Backend, cfg *config.Config, runs []claim.Run) status.Liveness {
+	l := status.Liveness{Now: clock.Real{}.Now(), Bounds: status.BoundsOf(cfg.Jobs)}
+	leaser, ok := b.(claim.Leaser)
+	if !ok {
+		return l
+	}
+	for _, r := range runs {
+		if r.Status != claim.StatusRunning {
+			continue
+		}
+		if _, now, err := leaser.Read(ctx, r.Job, r.Slot); err == nil || errors.Is(err, claim.ErrNotFound) {
+			l.StoreNow = now
+		}
+		break
+	}
+	return l
 }
