@@ -251,7 +251,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return nil
 	case <-grace.C():
 	}
-	s.o.Log.Warn("shutdown grace over: stopping running jobs and releasing their leases")
+	if n := s.running.Load(); n > 0 {
+		s.o.Log.Warn("shutdown grace over: stopping running jobs and releasing their leases", zap.Int64("jobs", n))
+	}
 	stopRuns()
 	<-done
 	return nil

@@ -84,7 +84,7 @@ func (s *Scheduler) unstarted(job config.Job, c answered) {
 	}
 	err := s.untilDrained(job, func(ctx context.Context) error { return s.o.Backend.Finish(ctx, fence, fin) })
 	if err != nil {
-		log.Warn("not started, and not recorded interrupted before the stop: status shows it running", zap.Error(err))
+		log.Warn("not started, and not recorded interrupted before the stop: status shows it running, then abandoned", zap.Error(err))
 		return
 	}
 	log.Info("not started: the stop came first; recorded interrupted")
