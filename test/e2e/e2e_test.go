@@ -100,6 +100,11 @@ func params(st store, dir, root string) testscript.Params {
 			env.Setenv("SOON", fmt.Sprintf("%d %d %d * * *", soon.Second(), soon.Minute(), soon.Hour()))
 			// SOON_MS is SOON's slot, ms since the Unix epoch.
 			env.Setenv("SOON_MS", strconv.FormatInt(soon.Truncate(time.Second).UnixMilli(), 10))
+			// LATER, and LATER_MS, are a daily slot four seconds from now:
+			// for a script whose daemon must be up a while before it.
+			later := soon.Add(2 * time.Second)
+			env.Setenv("LATER", fmt.Sprintf("%d %d %d * * *", later.Second(), later.Minute(), later.Hour()))
+			env.Setenv("LATER_MS", strconv.FormatInt(later.Truncate(time.Second).UnixMilli(), 10))
 			// SOON3 fires three times, on consecutive seconds of one minute
 			// starting two seconds or more from now.
 			if soon.Second() > 57 {
