@@ -38,6 +38,18 @@ type pending struct {
 	err  error
 }
 
+// givenUp is why p is not sent: its caller gave up, or the stop began
+// before it left (errNotSent); nil when it is to be sent.
+func (p *pending) givenUp() error {
+	if err := p.ctx.Err(); err != nil {
+		return err
+	}
+	if p.send.Err() != nil {
+		return errNotSent
+	}
+	return nil
+}
+
 // Defaults of the coalescer: up to 256 claims per batch (a PostgreSQL
 // batch holds its jobs' locks until it commits: bounded), 4 batches in
 // flight.
@@ -120,7 +132,7 @@ func (c *coalescer) send(batch []*pending) {
 	live := batch[:0]
 	var deadline time.Time
 	for _, p := range batch {
-		if err := cmp.Or(p.ctx.Err(), p.send.Err()); err != nil {
+		if err := p.givenUp(); err != nil {
 			p.err = err
 			close(p.done)
 			continue

@@ -104,9 +104,11 @@ type Scheduler struct {
 	// peers are the other instances seen holding runs: the work spread
 	// ranks this instance among them.
 	peers peers
-	// drain is done StopWindow after Run's context: it bounds the calls
-	// that settle the stop (stop.go). Set by Run before anything uses it.
-	drain context.Context
+	// drain is done StopWindow after the stop (endDrain): it bounds the
+	// calls that settle the stop (stop.go). Set by Run before anything
+	// uses it.
+	drain    context.Context
+	endDrain context.CancelFunc
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -189,9 +191,8 @@ func (s *Scheduler) Reload(ctx context.Context, jobs []config.Job) error {
 func (s *Scheduler) Run(ctx context.Context) error {
 	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRuns()
-	drain, stopDrain := drainAfter(ctx, s.o.Clock, s.o.StopWindow)
-	defer stopDrain()
-	s.drain = drain
+	s.drain, s.endDrain = context.WithCancel(context.WithoutCancel(ctx))
+	defer s.endDrain()
 	var wg sync.WaitGroup
 	if p, ok := s.o.Backend.(claim.Pruner); ok && s.o.Retention > 0 {
 		wg.Go(func() { s.pruneLoop(ctx, p) })
@@ -246,6 +247,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	go func() { wg.Wait(); close(done) }()
 	grace := s.o.Clock.NewTimer(s.o.ShutdownGrace)
 	defer grace.Stop()
+	s.openStopWindow()
 	select {
 	case <-done:
 		return nil

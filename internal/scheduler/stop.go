@@ -37,23 +37,21 @@ const defaultStopWindow = 5 * time.Second
 // errNotSent: the stop began before a claim could be sent; it was not.
 var errNotSent = errors.New("claim not sent: the stop began")
 
-// drainAfter returns a context that is done window after ctx is done, by
-// clk (or when the returned cancel is called). The calls that settle the
-// stop (an answer awaited, a release, an interrupted run recorded) are
-// bounded by it.
-func drainAfter(ctx context.Context, clk clock.Clock, window time.Duration) (context.Context, context.CancelFunc) {
-	drain, cancel := context.WithCancel(context.WithoutCancel(ctx))
+// openStopWindow starts the stop's window: s.drain ends StopWindow from
+// now, by the scheduler's clock (or when Run returns). The calls that
+// settle the stop (an answer awaited, a release, an interrupted run
+// recorded) are bounded by it. Run calls it once its loop has seen the
+// stop, after arming the grace's timer.
+func (s *Scheduler) openStopWindow() {
+	t := s.o.Clock.NewTimer(s.o.StopWindow)
 	go func() {
+		defer t.Stop()
 		select {
-		case <-ctx.Done():
-		case <-drain.Done():
-			return
-		}
-		if clock.Sleep(drain, clk, window) == nil {
-			cancel()
+		case <-t.C():
+			s.endDrain()
+		case <-s.drain.Done():
 		}
 	}()
-	return drain, cancel
 }
 
 // unstarted settles a won attempt whose command was not started because

@@ -13,6 +13,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/claim/memclaim"
+	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
 )
 
@@ -289,9 +290,12 @@ func TestStopDuringAnOutageEndsWithinTheWindow(t *testing.T) {
 		r.cancel()
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 		defer cancel()
-		// The failed call is retried after 100 ms.
+		// The failed call is retried after 100 ms, within the window.
 		if err := r.h.clk.WaitTimerAt(ctx, stop.Add(100*time.Millisecond)); err != nil {
 			t.Fatalf("the failed call is not retried: %v", err)
+		}
+		if err := r.h.clk.WaitTimerAt(ctx, stop.Add(stopWindow)); err != nil {
+			t.Fatalf("no timer for the stop's window: %v", err)
 		}
 		select {
 		case <-r.done:
@@ -332,4 +336,41 @@ func TestStopWithAClaimUnansweredInAnOutage(t *testing.T) {
 			t.Fatalf("%d warnings of the unanswered claim, want 1: %v", n, r.logs.All())
 		}
 	})
+}
+
+// In a batch: a claim still queued when the stop begins is not sent
+// (errNotSent); one whose batch had left is awaited, and gets its answer.
+func TestCoalescerAtTheStop(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1_800_000_000, 0))
+	g := &gatedBatcher{Batcher: memclaim.New(fake), sent: make(chan []claim.Request, 10), gate: make(chan struct{})}
+	c := newCoalescer(g)
+	c.maxFlight = 1
+	r := claim.Request{Job: "a", Slot: fake.Now().UnixMilli(), Token: claim.NewToken(), Instance: "i",
+		MaxLate: time.Minute, Lease: time.Minute, MaxAttempts: 1}
+	queued := r
+	queued.Job = "b"
+	stop, stopped := context.WithCancel(t.Context())
+	type answer struct {
+		res claim.Result
+		err error
+	}
+	inFlight, held := make(chan answer, 1), make(chan answer, 1)
+	go func() { res, err := c.claimBefore(t.Context(), stop, r); inFlight <- answer{res, err} }()
+	<-g.sent
+	go func() { res, err := c.claimBefore(t.Context(), stop, queued); held <- answer{res, err} }()
+	waitQueued(t, c, 1)
+	stopped()
+	if a := <-held; !errors.Is(a.err, errNotSent) {
+		t.Fatalf("a claim queued at the stop: %v, want errNotSent", a.err)
+	}
+	g.gate <- struct{}{}
+	if a := <-inFlight; a.err != nil || a.res.Outcome != claim.Won {
+		t.Fatalf("a claim in flight at the stop: %v %v, want its answer (won)", a.res.Outcome, a.err)
+	}
+	waitIdle(t, c)
+	select {
+	case b := <-g.sent:
+		t.Fatalf("a claim queued at the stop was sent: %v", b)
+	default:
+	}
 }
