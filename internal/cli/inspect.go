@@ -190,7 +190,12 @@ func newStatusCmd(env Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Show recent runs read from the store: what ran where",
-		Args:  cobra.NoArgs,
+		Long: "Show recent runs read from the store: what ran where.\n" +
+			"A run's status is running, succeeded, failed, timeout, interrupted, or abandoned: the store\n" +
+			"holds it running but no live runner does (on a lease store its lease ended by the store's\n" +
+			"clock; on a claim-only store it has run longer than the job's timeout + killGraceMs +\n" +
+			"max(30s, leaseMs)). No store writes abandoned; status computes it when it reads the runs.",
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := cf.load(env)
 			if err != nil {
