@@ -63,7 +63,7 @@ func (s *Scheduler) unstarted(job config.Job, c answered) {
 	log := s.o.Log.With(zap.String("job", job.Name), zap.Time("slot", c.req.SlotTime()),
 		zap.Int("attempt", fence.Attempt), zap.String("instance", s.o.Instance), zap.String("token", fence.Token.Short()))
 	if s.leaser != nil {
-		err := s.untilDrained(job, func(ctx context.Context) error { return s.leaser.Release(ctx, fence) })
+		err := s.untilDrained(job, "release", func(ctx context.Context) error { return s.leaser.Release(ctx, fence) })
 		switch {
 		case err == nil:
 			log.Info("not started: the stop came first; lease released for another instance to take over")
@@ -80,7 +80,7 @@ func (s *Scheduler) unstarted(job config.Job, c answered) {
 		OutputTail: "not started: the daemon stopped before its slot\n",
 		StartedAt:  claim.StartOf(now, fence.Slot), FinishedAt: claim.StartOf(now, fence.Slot),
 	}
-	err := s.untilDrained(job, func(ctx context.Context) error { return s.o.Backend.Finish(ctx, fence, fin) })
+	err := s.untilDrained(job, "finish", func(ctx context.Context) error { return s.o.Backend.Finish(ctx, fence, fin) })
 	if err != nil {
 		log.Warn("not started, and not recorded interrupted before the stop: status shows it running, then abandoned", zap.Error(err))
 		return
@@ -90,8 +90,9 @@ func (s *Scheduler) unstarted(job config.Job, c answered) {
 
 // untilDrained calls op, each call bounded by callTimeout, until it
 // succeeds, fails for good (claim.ErrFenced, claim.ErrNotFound), or the
-// stop's window is over; it returns op's last error.
-func (s *Scheduler) untilDrained(job config.Job, op func(context.Context) error) error {
+// stop's window is over; it returns op's last error. name is the call's
+// name in the store's health (metrics: op).
+func (s *Scheduler) untilDrained(job config.Job, name string, op func(context.Context) error) error {
 	backoff := 100 * time.Millisecond
 	for {
 		cctx, cancel := context.WithTimeout(s.drain, s.callTimeout(job))
@@ -100,7 +101,7 @@ func (s *Scheduler) untilDrained(job config.Job, op func(context.Context) error)
 		if err == nil || errors.Is(err, claim.ErrFenced) || errors.Is(err, claim.ErrNotFound) {
 			return err
 		}
-		s.health.failed("stop", err)
+		s.health.failed(name, err)
 		if clock.Sleep(s.drain, s.o.Clock, backoff) != nil {
 			return err
 		}
