@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -189,7 +190,12 @@ func newStatusCmd(env Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Show recent runs read from the store: what ran where",
-		Args:  cobra.NoArgs,
+		Long: "Show recent runs read from the store: what ran where.\n" +
+			"A run's status is running, succeeded, failed, timeout, interrupted, or abandoned: the store\n" +
+			"holds it running but no live runner does (on a lease store its lease ended by the store's\n" +
+			"clock; on a claim-only store it has run longer than the job's timeout + killGraceMs +\n" +
+			"max(30s, leaseMs)). No store writes abandoned; status computes it when it reads the runs.",
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := cf.load(env)
 			if err != nil {
@@ -209,6 +215,7 @@ func newStatusCmd(env Env) *cobra.Command {
 			if err != nil {
 				return runtimeError(fmt.Errorf("list runs: %w", err))
 			}
+			runs = liveness(ctx, b, cfg, runs).Mark(runs)
 			if asJSON {
 				err = status.WriteJSON(env.Stdout, runs)
 			} else {
@@ -225,4 +232,26 @@ func newStatusCmd(env Env) *cobra.Command {
 	c.Flags().IntVar(&limit, "limit", 20, "at most this many runs, newest slot first")
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per run")
 	return c
+}
+
+// liveness is what status needs to show the runs left running with no
+// live runner as abandoned: on a lease store the store's clock, read with
+// the first running run (a store that does not answer leaves every run as
+// it is); on a claim-only store this host's clock and the jobs' bounds.
+func liveness(ctx context.Context, b claim.Backend, cfg *config.Config, runs []claim.Run) status.Liveness {
+	l := status.Liveness{Now: clock.Real{}.Now(), Bounds: status.BoundsOf(cfg.Jobs)}
+	leaser, ok := b.(claim.Leaser)
+	if !ok {
+		return l
+	}
+	for _, r := range runs {
+		if r.Status != claim.StatusRunning {
+			continue
+		}
+		if _, now, err := leaser.Read(ctx, r.Job, r.Slot); err == nil || errors.Is(err, claim.ErrNotFound) {
+			l.StoreNow = now
+		}
+		break
+	}
+	return l
 }

@@ -28,11 +28,26 @@ type coalescer struct {
 
 // pending is one claim waiting for its batch's answer.
 type pending struct {
-	ctx  context.Context
+	// ctx: its caller awaits the answer until ctx is done.
+	ctx context.Context
+	// send: the claim is not sent once send is done (the stop began).
+	send context.Context
 	req  claim.Request
 	done chan struct{}
 	res  claim.Result
 	err  error
+}
+
+// givenUp is why p is not sent: its caller gave up, or the stop began
+// before it left (errNotSent); nil when it is to be sent.
+func (p *pending) givenUp() error {
+	if err := p.ctx.Err(); err != nil {
+		return err
+	}
+	if p.send.Err() != nil {
+		return errNotSent
+	}
+	return nil
 }
 
 // Defaults of the coalescer: up to 256 claims per batch (a PostgreSQL
@@ -51,17 +66,45 @@ func newCoalescer(b claim.Batcher) *coalescer {
 // A claim given up by its caller may still be sent; its caller re-sends
 // it with the same token, which the store recognises (SPEC §3.3).
 func (c *coalescer) claim(ctx context.Context, req claim.Request) (claim.Result, error) {
-	p := &pending{ctx: ctx, req: req, done: make(chan struct{})}
+	return c.claimBefore(ctx, ctx, req)
+}
+
+// claimBefore is claim for a request that is not sent once send is done
+// (the stop began: errNotSent), but whose answer, once it was sent, is
+// awaited until ctx is done (stop.go).
+func (c *coalescer) claimBefore(ctx, send context.Context, req claim.Request) (claim.Result, error) {
+	p := &pending{ctx: ctx, send: send, req: req, done: make(chan struct{})}
 	c.mu.Lock()
 	c.queue = append(c.queue, p)
 	c.kick()
 	c.mu.Unlock()
-	select {
-	case <-p.done:
-		return p.res, p.err
-	case <-ctx.Done():
-		return claim.Result{}, ctx.Err()
+	sendDone := send.Done()
+	for {
+		select {
+		case <-p.done:
+			return p.res, p.err
+		case <-ctx.Done():
+			return claim.Result{}, ctx.Err()
+		case <-sendDone:
+			sendDone = nil
+			if c.unqueue(p) {
+				return claim.Result{}, errNotSent
+			}
+		}
 	}
+}
+
+// unqueue removes p from the queue and reports whether it was there (not
+// yet in a batch).
+func (c *coalescer) unqueue(p *pending) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := slices.Index(c.queue, p)
+	if i < 0 {
+		return false
+	}
+	c.queue = slices.Delete(c.queue, i, i+1)
+	return true
 }
 
 // kick starts batches while there is room in flight; c.mu must be held.
@@ -89,7 +132,7 @@ func (c *coalescer) send(batch []*pending) {
 	live := batch[:0]
 	var deadline time.Time
 	for _, p := range batch {
-		if err := p.ctx.Err(); err != nil {
+		if err := p.givenUp(); err != nil {
 			p.err = err
 			close(p.done)
 			continue

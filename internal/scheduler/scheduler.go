@@ -69,6 +69,11 @@ type Options struct {
 	// ShutdownGrace is how long running commands may finish after the
 	// scheduler's context is cancelled, before they are stopped.
 	ShutdownGrace time.Duration
+	// StopWindow bounds, from the stop, the settling of the runs that
+	// never started: a claim in flight awaits its answer, and a won run
+	// not started is released (lease stores) or recorded interrupted
+	// (claim-only stores), within it (default 5s). See stop.go.
+	StopWindow time.Duration
 	// Retention, when positive and the backend is a claim.Pruner, prunes
 	// runs older than it every PruneEvery (default retention/24, within
 	// [1m, 1h]).
@@ -104,6 +109,11 @@ type Scheduler struct {
 	// decided is closed once the start has decided every job's catch-up
 	// from the store's answer.
 	decided chan struct{}
+	// drain is done StopWindow after the stop (endDrain): it bounds the
+	// calls that settle the stop (stop.go). Set by Run before anything
+	// uses it.
+	drain    context.Context
+	endDrain context.CancelFunc
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -122,6 +132,9 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	}
 	if o.MaxWait <= 0 {
 		o.MaxWait = 30 * time.Second
+	}
+	if o.StopWindow <= 0 {
+		o.StopWindow = defaultStopWindow
 	}
 	if o.PruneEvery <= 0 {
 		o.PruneEvery = min(max(o.Retention/24, time.Minute), time.Hour)
@@ -184,6 +197,8 @@ func (s *Scheduler) Reload(ctx context.Context, jobs []config.Job) error {
 func (s *Scheduler) Run(ctx context.Context) error {
 	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRuns()
+	s.drain, s.endDrain = context.WithCancel(context.WithoutCancel(ctx))
+	defer s.endDrain()
 	var wg sync.WaitGroup
 	if p, ok := s.o.Backend.(claim.Pruner); ok && s.o.Retention > 0 {
 		wg.Go(func() { s.pruneLoop(ctx, p) })
@@ -231,12 +246,15 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	go func() { wg.Wait(); close(done) }()
 	grace := s.o.Clock.NewTimer(s.o.ShutdownGrace)
 	defer grace.Stop()
+	s.openStopWindow()
 	select {
 	case <-done:
 		return nil
 	case <-grace.C():
 	}
-	s.o.Log.Warn("shutdown grace over: stopping running jobs and releasing their leases")
+	if n := s.running.Load(); n > 0 {
+		s.o.Log.Warn("shutdown grace over: stopping running jobs and releasing their leases", zap.Int64("jobs", n))
+	}
 	stopRuns()
 	<-done
 	return nil
@@ -491,6 +509,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 	log := s.o.Log.With(zap.String("job", job.Name), zap.Time("slot", slot),
 		zap.String("instance", s.o.Instance), zap.String("token", tok.Short()))
 	backoff := 100 * time.Millisecond
+	sent := false // a copy was sent and got no answer
 	for {
 		req.Now = s.o.Clock.Now()
 		res, took, err := s.claimOnce(ctx, req, s.callTimeout(job))
@@ -520,8 +539,14 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 			return c, true
 		}
 		if ctx.Err() != nil {
+			// The stop began: a copy sent and left unanswered may have
+			// won the run.
+			if sent = sent || !errors.Is(err, errNotSent); sent {
+				s.unanswered(req, err)
+			}
 			return answered{}, false
 		}
+		sent = true
 		s.health.failed("claim", err)
 		if first && s.o.Clock.Now().Sub(slot) > s.resendFor(job) {
 			log.Warn("claim abandoned: no answer from the store within maxLate of the slot (a lease more on a lease store)", zap.Error(err))
@@ -531,6 +556,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 		wait := backoff/2 + rand.N(backoff/2+1)
 		log.Debug("claim got no answer; re-sending with the same token", zap.Error(err), zap.Duration("after", wait))
 		if clock.Sleep(ctx, s.o.Clock, wait) != nil {
+			s.unanswered(req, err)
 			return answered{}, false
 		}
 		backoff = min(backoff*2, 2*time.Second)
@@ -587,23 +613,27 @@ func (s *Scheduler) callTimeout(job config.Job) time.Duration {
 }
 
 // claimOnce sends one claim within the concurrency bound and the timeout
-// (callTimeout).
+// (callTimeout). A claim is not sent once ctx is done (errNotSent); one
+// sent before is awaited after it, within the stop's window (stop.go).
 func (s *Scheduler) claimOnce(ctx context.Context, req claim.Request, timeout time.Duration) (claim.Result, time.Duration, error) {
 	if s.batch != nil {
 		// Batches bound the claims in flight themselves.
-		cctx, cancel := context.WithTimeout(ctx, timeout)
+		cctx, cancel := context.WithTimeout(s.drain, timeout)
 		defer cancel()
 		t0 := s.o.Clock.Now()
-		res, err := s.batch.claim(cctx, req)
+		res, err := s.batch.claimBefore(cctx, ctx, req)
 		return res, s.o.Clock.Now().Sub(t0), err
 	}
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
-		return claim.Result{}, 0, ctx.Err()
+		return claim.Result{}, 0, errNotSent
 	}
 	defer func() { <-s.sem }()
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	if ctx.Err() != nil {
+		return claim.Result{}, 0, errNotSent
+	}
+	cctx, cancel := context.WithTimeout(s.drain, timeout)
 	defer cancel()
 	t0 := s.o.Clock.Now()
 	res, err := s.o.Backend.Claim(cctx, req)
@@ -684,21 +714,19 @@ func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time, k
 	}
 }
 
-// execute runs a won attempt at its slot; a win that arrives after the stop
-// began, or before its slot when the stop begins, is released at once so
-// that another instance can take it. It reports
-// whether the run needs nothing more from this instance: the result was
-// recorded, or the stop began.
+// execute runs a won attempt at its slot. A win that arrives after the
+// stop began, or before its slot when the stop begins, is not started: it
+// is released at once so that another instance can take it, or recorded
+// interrupted on a claim-only store (unstarted). It reports whether the
+// run needs nothing more from this instance: the result was recorded, or
+// the stop began.
 func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answered) bool {
 	fence := c.req.Fence(c.res.Attempt)
 	// A claim sent ahead of its slot was won before it: the command starts
-	// at the slot, as it would have without the head start.
-	if clock.SleepUntil(ctx, s.o.Clock, c.req.SlotTime()) != nil {
-		if s.leaser != nil {
-			if err := s.leaser.Release(runCtx, fence); err != nil {
-				s.o.Log.Warn("release after stop", zap.String("run", fence.String()), zap.Error(err))
-			}
-		}
+	// at the slot, as it would have without the head start. A stop that
+	// comes at the slot's instant comes first.
+	if clock.SleepUntil(ctx, s.o.Clock, c.req.SlotTime()) != nil || ctx.Err() != nil {
+		s.unstarted(job, c)
 		return true
 	}
 	s.running.Add(1)

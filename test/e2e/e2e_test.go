@@ -98,6 +98,13 @@ func params(st store, dir, root string) testscript.Params {
 			// a job that fires once while the script runs.
 			soon := time.Now().UTC().Add(2 * time.Second)
 			env.Setenv("SOON", fmt.Sprintf("%d %d %d * * *", soon.Second(), soon.Minute(), soon.Hour()))
+			// SOON_MS is SOON's slot, ms since the Unix epoch.
+			env.Setenv("SOON_MS", strconv.FormatInt(soon.Truncate(time.Second).UnixMilli(), 10))
+			// LATER, and LATER_MS, are a daily slot four seconds from now:
+			// for a script whose daemon must be up a while before it.
+			later := soon.Add(2 * time.Second)
+			env.Setenv("LATER", fmt.Sprintf("%d %d %d * * *", later.Second(), later.Minute(), later.Hour()))
+			env.Setenv("LATER_MS", strconv.FormatInt(later.Truncate(time.Second).UnixMilli(), 10))
 			// SOON3 fires three times, on consecutive seconds of one minute
 			// starting two seconds or more from now.
 			if soon.Second() > 57 {
@@ -133,10 +140,13 @@ func params(st store, dir, root string) testscript.Params {
 		// [store:NAME] holds on the store NAME (sqlite, postgres,
 		// redis-lease, ...), for the few lines that do not apply to every
 		// store of a folder; [peers] on the stores whose answer to a lost
-		// claim names the winner.
+		// claim names the winner; [lease] on the lease stores.
 		Condition: func(cond string) (bool, error) {
-			if cond == "peers" {
+			switch cond {
+			case "peers":
 				return st.namesWinner, nil
+			case "lease":
+				return slices.Contains(st.dirs, "lease"), nil
 			}
 			name, ok := strings.CutPrefix(cond, "store:")
 			if !ok {
@@ -157,6 +167,8 @@ func params(st store, dir, root string) testscript.Params {
 			"waitfiles":     cmdWaitFiles,
 			"sleep":         cmdSleep,
 			"now":           cmdNow,
+			"sleepuntil":    cmdSleepUntil,
+			"signal":        cmdSignal,
 			"waitslot":      cmdWaitSlot,
 			"metrics":       cmdMetrics,
 			"shares":        cmdShares,
@@ -437,6 +449,22 @@ func cmdNow(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: now NAME")
 	}
 	ts.Setenv(args[0], strconv.FormatInt(time.Now().UnixMilli(), 10))
+}
+
+// sleepuntil MS OFFSET: let time pass until MS (ms since the Unix epoch)
+// plus OFFSET (a duration, e.g. -250ms); at once if that has passed. It
+// logs how far from the instant it returned.
+func cmdSleepUntil(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: sleepuntil MS OFFSET")
+	}
+	ms, err := strconv.ParseInt(args[0], 10, 64)
+	ts.Check(err)
+	off, err := time.ParseDuration(args[1])
+	ts.Check(err)
+	at := time.UnixMilli(ms).Add(off)
+	time.Sleep(time.Until(at))
+	ts.Logf("sleepuntil: %v past %s", time.Since(at).Round(time.Millisecond), at.UTC().Format(time.RFC3339Nano))
 }
 
 // linecount min max file regexp: file (stdout and stderr name the last
@@ -814,8 +842,7 @@ func comm(ts *testscript.TestScript, pid int) string {
 // first line: the shell's nearest ancestor named anarchond (its parent, or
 // its supervisor's parent when the daemon runs without a guard).
 func cmdRunnerSignal(ts *testscript.TestScript, neg bool, args []string) {
-	sigs := map[string]syscall.Signal{"KILL": syscall.SIGKILL, "STOP": syscall.SIGSTOP, "CONT": syscall.SIGCONT, "TERM": syscall.SIGTERM}
-	if neg || len(args) != 2 || sigs[args[0]] == 0 {
+	if neg || len(args) != 2 || signals[args[0]] == 0 {
 		ts.Fatalf("usage: runner-signal KILL|STOP|CONT|TERM file")
 	}
 	first, _, _ := strings.Cut(ts.ReadFile(args[1]), "\n")
@@ -830,7 +857,26 @@ func cmdRunnerSignal(ts *testscript.TestScript, neg bool, args []string) {
 		daemon = ppid(ts, daemon)
 	}
 	ts.Logf("signal %s to daemon %d (job shell %d)", args[0], daemon, pid)
-	ts.Check(syscall.Kill(daemon, sigs[args[0]]))
+	ts.Check(syscall.Kill(daemon, signals[args[0]]))
+}
+
+// signals are the signals runner-signal and signal send, by name.
+var signals = map[string]syscall.Signal{"KILL": syscall.SIGKILL, "STOP": syscall.SIGSTOP, "CONT": syscall.SIGCONT, "TERM": syscall.SIGTERM}
+
+// signal SIG file: send SIG (KILL, STOP, CONT, TERM) to the process whose
+// pid is file's last field (a daemon started as
+// sh -c 'echo $$ > i1.pid; exec anarchond ...').
+func cmdSignal(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 || signals[args[0]] == 0 {
+		ts.Fatalf("usage: signal KILL|STOP|CONT|TERM file")
+	}
+	f := strings.Fields(ts.ReadFile(args[1]))
+	if len(f) == 0 {
+		ts.Fatalf("%s is empty", args[1])
+	}
+	pid, err := strconv.Atoi(f[len(f)-1])
+	ts.Check(err)
+	ts.Check(syscall.Kill(pid, signals[args[0]]))
 }
 
 var placeholder = regexp.MustCompile(`@[A-Z0-9_]+@`)

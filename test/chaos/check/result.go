@@ -91,7 +91,9 @@ func (c *checker) resultOf(k runKey, s StatusRow, a *attempt) {
 		}
 	case "timeout":
 		c.violate(KindResult, k, "status timeout, but the harness sets no job timeout", s.Where())
-	case "running", "interrupted":
+	case "running", "abandoned", "interrupted":
+		// abandoned: running in the store with no live runner (status
+		// computes it from the lease's end, or a claim-only run's age).
 		if e != nil && e.Fence == "ok" {
 			c.unrecorded(k, s, a)
 		}

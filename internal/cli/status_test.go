@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/redisclaim"
+	"github.com/anarchon/anarchon/internal/sqliteclaim"
+	"github.com/anarchon/anarchon/internal/testserver"
+)
+
+// statusOf runs status --json in dir and returns each run's status by slot.
+func statusOf(t *testing.T, dir string) map[int64]string {
+	t.Helper()
+	code, out, stderr := run(t, dir, "status", "--config", "c.yaml", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	got := map[int64]string{}
+	for line := range strings.Lines(out) {
+		var r struct {
+			SlotMs int64  `json:"slot_ms"`
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%v: %q", err, line)
+		}
+		got[r.SlotMs] = r.Status
+	}
+	return got
+}
+
+func claimed(t *testing.T, b claim.Backend, slot time.Time, lease time.Duration) claim.Request {
+	t.Helper()
+	req := claim.Request{Job: "a", Slot: slot.UnixMilli(), Token: claim.NewToken(), Instance: "i1",
+		MaxLate: 24 * time.Hour, Lease: lease, MaxAttempts: 3, Overlap: claim.OverlapAllow, Now: slot}
+	res, err := b.Claim(t.Context(), req)
+	if err != nil || res.Outcome != claim.Won {
+		t.Fatalf("claim: %v %v", res.Outcome, err)
+	}
+	return req
+}
+
+// On a lease store, a run whose lease was released (its daemon stopped
+// before its slot) and not taken over shows as abandoned, by the store's
+// clock; a run whose lease is live still shows running.
+func TestStatusAbandonedLease(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "c.yaml", "backend:\n  sqlite: {path: s.db}\n"+goodJobs, 0o644)
+	b, err := sqliteclaim.New(t.Context(), sqliteclaim.Options{Path: dir + "/s.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	now := time.Now().Truncate(time.Second)
+	released := claimed(t, b, now.Add(-time.Minute), time.Hour)
+	if err := b.Release(t.Context(), released.Fence(1)); err != nil {
+		t.Fatal(err)
+	}
+	live := claimed(t, b, now, time.Hour)
+	got := statusOf(t, dir)
+	if got[released.Slot] != "abandoned" || got[live.Slot] != "running" {
+		t.Fatalf("statuses by slot %v: want %d abandoned, %d running", got, released.Slot, live.Slot)
+	}
+	code, out, _ := run(t, dir, "status", "--config", "c.yaml")
+	if code != 0 || !strings.Contains(out, "  abandoned  ") {
+		t.Fatalf("table (exit %d):\n%s", code, out)
+	}
+}
+
+// On a claim-only store, a run still running long after its timeout, kill
+// grace and recording window shows as abandoned.
+func TestStatusAbandonedClaimOnly(t *testing.T) {
+	testserver.Redis.Require(t, "")
+	url := "redis://127.0.0.1:6379/0"
+	ns := "status-" + testserver.RandomID()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := testserver.DeleteRedisNamespaceAt(ctx, url, ns); err != nil {
+			t.Log(err)
+		}
+	})
+	dir := t.TempDir()
+	writeFile(t, dir, "c.yaml", "namespace: "+ns+"\nbackend:\n  type: redis\n  redis: {strategy: stream-id}\n"+goodJobs, 0o644)
+	b, err := redisclaim.NewClaimOnly(t.Context(), redisclaim.Options{URL: url, Namespace: ns, Strategy: "stream-id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	now := time.Now().Truncate(time.Second)
+	old := claimed(t, b, now.Add(-3*time.Hour), 0)
+	recent := claimed(t, b, now.Add(-time.Minute), 0)
+	got := statusOf(t, dir)
+	if got[old.Slot] != "abandoned" || got[recent.Slot] != "running" {
+		t.Fatalf("statuses by slot %v: want %d abandoned, %d running", got, old.Slot, recent.Slot)
+	}
+}
