@@ -235,3 +235,105 @@ func TestClaimedAheadOverlapIsDecidedAtTheSlot(t *testing.T) {
 		t.Fatalf("claims of slot 1 reported %v, want [won]: the answer ahead of the slot is not the slot's", got)
 	}
 }
+
+// overlapAtTheSlot drives r (slot 0 running, held) to slot 1's instant,
+// where its claim finds slot 0 live, and waits until the scheduler polls
+// again (overlapPoll later). It returns slot 1.
+func overlapAtTheSlot(t *testing.T, h *harness, ctx context.Context) time.Time {
+	t.Helper()
+	h.next() // slot 0 runs, held: its lease is live
+	slot := time.UnixMilli(slotOf(1)).UTC()
+	if err := h.clk.WaitTimerAt(ctx, slot.Add(-50*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Set(slot.Add(-30 * time.Millisecond)) // the claim sent ahead: overlap
+	if err := h.clk.WaitTimerAt(ctx, slot); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Set(slot) // asked at the slot: overlap still
+	if err := h.clk.WaitTimerAt(ctx, slot.Add(overlapPoll)); err != nil {
+		t.Fatalf("a slot that found its job's previous run live is not asked again: %v", err)
+	}
+	return slot
+}
+
+// With overlap skip, a previous run that ends a moment after the next slot
+// (a slow fork, a result recorded late on a loaded machine) delays that
+// slot instead of costing it: the slot's claim is asked again until the
+// run ends, and only its final answer is counted.
+func TestOverlapHeldUntilThePreviousRunEnds(t *testing.T) {
+	h := newHarness(t)
+	r := runAhead(t, h, true, "skip")
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	slot := overlapAtTheSlot(t, h, ctx)
+	r.ex.release <- struct{}{} // slot 0 ends, after slot 1's instant
+	awaitFinal(t, ctx, h, slotOf(0))
+	h.clk.Set(slot.Add(overlapPoll))
+	if e := h.next(); e.e.Fence.Slot != slotOf(1) {
+		t.Fatalf("ran %s, want slot 1 once slot 0 had ended", e.e.Fence)
+	}
+	r.cc.mu.Lock()
+	defer r.cc.mu.Unlock()
+	if got := r.cc.counted[slotOf(1)]; len(got) != 1 || got[0] != claim.Won {
+		t.Fatalf("claims of slot 1 reported %v, want [won]: overlaps asked again are not the slot's answer", got)
+	}
+}
+
+// A previous run still live when the job's next slot is claimed skips the
+// slot for good: one overlap counted, nothing run.
+func TestOverlapSkippedAfterTheHold(t *testing.T) {
+	h := newHarness(t)
+	r := runAhead(t, h, true, "skip")
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	slot := overlapAtTheSlot(t, h, ctx)
+	// Slot 1's hold ends when slot 2 is claimed (50 ms ahead), or at
+	// maxLate after the slot if that comes first.
+	hold := time.UnixMilli(slotOf(2)).Add(-50 * time.Millisecond)
+	if late := slot.Add(r.s.jobs[0].job.MaxLate); late.Before(hold) {
+		hold = late
+	}
+	if got := overlapHold(r.s.jobs[0].job, r.s.jobs[0].sched, slot); !got.Equal(hold) {
+		t.Fatalf("hold until %v, want %v", got, hold)
+	}
+	h.clk.Set(hold)
+	for {
+		r.cc.mu.Lock()
+		got := append([]claim.Outcome(nil), r.cc.counted[slotOf(1)]...)
+		r.cc.mu.Unlock()
+		if len(got) == 1 && got[0] == claim.Overlap {
+			break
+		}
+		if len(got) > 0 {
+			t.Fatalf("claims of slot 1 reported %v, want [overlap]", got)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("slot 1's final overlap was never counted")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if _, _, err := h.store.Read(ctx, "tick", slotOf(1)); err == nil {
+		t.Fatal("slot 1 was claimed although slot 0 ran through its hold")
+	}
+}
+
+// awaitFinal waits until the store holds a final status for tick@slot.
+func awaitFinal(t *testing.T, ctx context.Context, h *harness, slot int64) {
+	t.Helper()
+	for {
+		run, _, err := h.store.Read(ctx, "tick", slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Status.Final() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the result of slot %d was not recorded", slot)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}

@@ -296,6 +296,7 @@ func (s *Scheduler) replace(h *slotHeap, fresh []*entry, cursor time.Time) *slot
 func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup, h *slotHeap, now time.Time) {
 	type batch struct {
 		job   config.Job
+		sched schedule.Schedule
 		slots []time.Time
 	}
 	var batches []*batch
@@ -308,7 +309,7 @@ func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup,
 		} else {
 			b := byJob[e.job.Name]
 			if b == nil {
-				b = &batch{job: e.job}
+				b = &batch{job: e.job, sched: e.sched}
 				byJob[e.job.Name] = b
 				batches = append(batches, b)
 			}
@@ -338,13 +339,9 @@ func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup,
 				if s.holdBack(ctx, b.job, slot) != nil {
 					return // the stop began: no new claims
 				}
-				tok := claim.NewToken()
-				c, ok := s.claimRetrying(ctx, b.job, slot, tok, true)
-				if ok && c.askAgainAtSlot() {
-					if clock.SleepUntil(ctx, s.o.Clock, slot) != nil {
-						return
-					}
-					c, ok = s.claimRetrying(ctx, b.job, slot, tok, true)
+				c, ok := s.claimFirst(ctx, b.job, slot, overlapHold(b.job, b.sched, slot))
+				if ctx.Err() != nil && !ok {
+					return
 				}
 				wg.Go(func() { s.follow(ctx, runCtx, b.job, slot, c, ok) })
 			}
@@ -483,13 +480,62 @@ type answered struct {
 	leaseStart time.Time
 }
 
-// askAgainAtSlot reports whether a first claim's answer is provisional: sent
-// ahead of its slot, it found the job's previous run live (overlap: skip).
-// That run may end before the slot, and overlap is decided at the slot, as
-// without the head start: the claim is sent again then (nothing was
-// written: the same token).
-func (c answered) askAgainAtSlot() bool {
-	return c.res.Outcome == claim.Overlap && c.req.Now.Before(c.req.SlotTime())
+// held reports whether a first claim's answer is provisional: it found the
+// job's previous run live (overlap: skip) before hold, the end of the
+// slot's overlap hold (overlapHold). That run may still end in time: the
+// claim is asked again (nothing was written: the same token).
+func (c answered) held(hold time.Time) bool {
+	return c.res.Outcome == claim.Overlap && c.req.Now.Before(hold)
+}
+
+// Overlap hold: a slot that finds the job's previous run live is asked
+// again until that run ends, first at the slot (a claim sent ahead), then
+// every overlapPoll, doubling up to overlapPollMax.
+const (
+	overlapPoll    = 50 * time.Millisecond
+	overlapPollMax = 500 * time.Millisecond
+)
+
+// overlapHold is until when a slot of job that finds the previous run live
+// waits for it to end: until the job's next slot is claimed, at most
+// maxLate after the slot, never before the slot itself (overlap is decided
+// at the slot, as without the head start). With overlap skip two runs never
+// overlap; a run that ends a moment after the next slot (a fork on a
+// starved machine, a result recorded late) delays that slot instead of
+// costing it, as Kubernetes' Forbid starts a missed run once the active one
+// is gone, within its startingDeadlineSeconds.
+func overlapHold(job config.Job, sc schedule.Schedule, slot time.Time) time.Time {
+	hold := slot.Add(job.MaxLate)
+	if next := sc.Next(slot); !next.IsZero() && next.Add(-job.ClaimAhead).Before(hold) {
+		hold = next.Add(-job.ClaimAhead)
+	}
+	if hold.Before(slot) {
+		return slot
+	}
+	return hold
+}
+
+// claimFirst sends the first claim of (job, slot) with a fresh token and
+// asks again while its answer is held (overlap before hold): at the slot,
+// then polling with backoff. It returns the slot's answer, or ok=false when
+// the stop began or the claim got no answer.
+func (s *Scheduler) claimFirst(ctx context.Context, job config.Job, slot, hold time.Time) (answered, bool) {
+	tok := claim.NewToken()
+	c, ok := s.claimRetrying(ctx, job, slot, tok, hold)
+	for poll := overlapPoll; ok && c.held(hold); {
+		at := slot
+		if !c.req.Now.Before(slot) {
+			if at = s.o.Clock.Now().Add(poll); at.After(hold) {
+				at = hold
+			}
+			poll = min(2*poll, overlapPollMax)
+		}
+		if clock.SleepUntil(ctx, s.o.Clock, at) != nil {
+			return answered{}, false
+		}
+		c, ok = s.claimRetrying(ctx, job, slot, tok, hold)
+	}
+	return c, ok
 }
 
 // claimRetrying sends one claim and re-sends it with the same token after a
@@ -500,7 +546,12 @@ func (c answered) askAgainAtSlot() bool {
 // its own token learns that and runs it; a fresh token would find the run
 // held by that lost attempt and wait out its whole lease before taking it
 // over again.
-func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time.Time, tok claim.Token, first bool) (answered, bool) {
+//
+// hold marks a first claim: the end of the slot's overlap hold, before
+// which an overlap answer is provisional (not counted, logged at debug). A
+// backup's takeover claim passes the zero time.
+func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time.Time, tok claim.Token, hold time.Time) (answered, bool) {
+	first := !hold.IsZero()
 	req := claim.Request{
 		Job: job.Name, Slot: slot.UnixMilli(), Token: tok, Instance: s.o.Instance,
 		MaxLate: job.MaxLate, Lease: job.Lease, MaxAttempts: job.MaxAttempts,
@@ -520,10 +571,10 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 				s.peers.saw(res.Holder, s.o.Clock.Now())
 			}
 			c := answered{req: req, res: res}
-			if first && c.askAgainAtSlot() {
-				// Not this slot's answer yet: the caller asks again at
-				// the slot, and that answer is the one counted.
-				log.Debug("claim sent ahead found the job's previous run live; asking again at the slot")
+			if first && c.held(hold) {
+				// Not this slot's answer yet: the caller asks again,
+				// and the last answer is the one counted.
+				log.Debug("claim found the job's previous run live; asking again until it ends or the hold is over")
 				return c, true
 			}
 			if s.o.Hooks.Claimed != nil {
@@ -707,7 +758,7 @@ func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time, k
 			j.MaxAttempts = run.Attempt
 			s.countMissed(job.Name, ReasonLate, 1)
 		}
-		c, ok := s.claimRetrying(ctx, j, slot, claim.NewToken(), false)
+		c, ok := s.claimRetrying(ctx, j, slot, claim.NewToken(), time.Time{})
 		if ok && c.res.Outcome != claim.Running {
 			return c, true
 		}
