@@ -300,20 +300,8 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		cfg.ConnConfig.Tracer = o.tracer
 	}
 
-	leaseCfg := cfg.Copy()
-	cfg.MaxConns, leaseCfg.MaxConns = splitConns(cfg.MaxConns)
-	leaseCfg.MinConns = leaseCfg.MaxConns
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, leases, err := openPools(ctx, cfg)
 	if err != nil {
-		return nil, sec.wrap(fmt.Errorf("connect to postgres %s: %w", dsn, err))
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, sec.wrap(fmt.Errorf("connect to postgres %s: %w", dsn, err))
-	}
-	leases, err := pgxpool.NewWithConfig(ctx, leaseCfg)
-	if err != nil {
-		pool.Close()
 		return nil, sec.wrap(fmt.Errorf("connect to postgres %s: %w", dsn, err))
 	}
 	closeBoth := func() {
@@ -345,6 +333,25 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		return nil, sec.wrap(fmt.Errorf("migrate postgres table %s (%s): %w", n.qualified(), dsn, err))
 	}
 	return b, nil
+}
+
+// openPools opens the claims' pool and the lease calls' pool (splitConns)
+// of cfg, and checks that the server answers.
+func openPools(ctx context.Context, cfg *pgxpool.Config) (pool, leases *pgxpool.Pool, err error) {
+	leaseCfg := cfg.Copy()
+	cfg.MaxConns, leaseCfg.MaxConns = splitConns(cfg.MaxConns)
+	leaseCfg.MinConns = leaseCfg.MaxConns
+	if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, nil, err
+	}
+	if err = pool.Ping(ctx); err == nil {
+		leases, err = pgxpool.NewWithConfig(ctx, leaseCfg)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return pool, leases, nil
 }
 
 // splitConns divides a pool size between the claims' pool and the lease
