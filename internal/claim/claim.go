@@ -18,7 +18,7 @@ import (
 // Outcome is the answer to a claim.
 type Outcome string
 
-// The outcomes of SPEC §1.
+// The outcomes of docs/spec.md#s1.
 const (
 	Won     Outcome = "won"     // the caller runs the job (Result.Attempt)
 	Lost    Outcome = "lost"    // another instance claimed it (claim-only backends)
@@ -200,8 +200,8 @@ type Batcher interface {
 	Backend
 	// ClaimBatch decides reqs and returns their results in the same
 	// order. An error means that no answer arrived for any of them: the
-	// caller re-sends each with its same token (SPEC §3.3). A request the
-	// backend refuses as malformed fails the whole batch before anything
+	// caller re-sends each with its same token (docs/spec.md#s3-3). A request
+	// the backend refuses as malformed fails the whole batch before anything
 	// is sent.
 	ClaimBatch(ctx context.Context, reqs []Request) ([]Result, error)
 }

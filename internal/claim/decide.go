@@ -18,8 +18,8 @@ const (
 	EventReleased    Event = "released"
 )
 
-// Decision is the lease decision table's answer (SPEC §3.1) and the write it
-// asks for.
+// Decision is the lease decision table's answer (docs/spec.md#s3-1) and the
+// write it asks for.
 type Decision struct {
 	Result Result
 	// Write, when not nil, is the run's new state to store.
@@ -28,7 +28,7 @@ type Decision struct {
 	Event Event
 }
 
-// Decide is the decision table of SPEC §3.1 for a store that can run Go
+// Decide is the decision table of docs/spec.md#s3-1 for a store that can run Go
 // inside its critical section (sqlite's write transaction, the in-memory
 // backend's mutex). cur is the run's state (nil: none); otherLive reports
 // whether another run of the job is running with lease_until >= now; now is
@@ -82,7 +82,7 @@ func Decide(cur *Run, otherLive bool, now time.Time, req Request) Decision {
 // Contested reports whether a lease decision about run r may write: the
 // run has no state, or it is running under another token whose lease ended
 // (lease_until < now). Any other run is answered by Decide from a plain
-// read, with no lock (the read before the transaction, SPEC §3.1).
+// read, with no lock (the read before the transaction, docs/spec.md#s3-1).
 func Contested(r *Run, now time.Time, tok Token) bool {
 	return r == nil || (r.Status == StatusRunning && r.Token != tok && r.LeaseUntil.Before(now))
 }

@@ -1,6 +1,7 @@
-// Package cli is anarchond's command line (SPEC §6): run, validate, next,
-// status, version, and the hidden supervise used by the runner. Main runs it
-// in-process, so tests drive the real commands without building a binary.
+// Package cli is anarchond's command line (docs/spec.md#s6-cli): run,
+// validate, next, status, version, and the hidden supervise used by the
+// runner. Main runs it in-process, so tests drive the real commands without
+// building a binary.
 package cli
 
 import (

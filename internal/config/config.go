@@ -1,4 +1,4 @@
-// Package config loads and checks the crontab: one YAML file (SPEC §6),
+// Package config loads and checks the crontab: one YAML file (docs/spec.md#s6),
 // overridden by ANARCHON_* environment variables, with every job's defaults
 // merged in. Load returns either a Config in which every job is resolved, or
 // an Errors listing every problem with its file, line, job and field.

@@ -15,8 +15,9 @@ import (
 const envPrefix = "ANARCHON"
 
 // reservedEnv are ANARCHON_* variables that are not settings: the ones the
-// daemon gives every job (SPEC §6) and the command line's ANARCHON_CONFIG. They,
-// and the test suites' ANARCHON_TEST_*, are never reported as unknown.
+// daemon gives every job (docs/spec.md#s6-jobs) and the command line's
+// ANARCHON_CONFIG. They, and the test suites' ANARCHON_TEST_*, are never
+// reported as unknown.
 var reservedEnv = map[string]bool{
 	"ANARCHON_CONFIG":   true,
 	"ANARCHON_JOB":      true,

@@ -36,8 +36,8 @@ const maxFileSize = 16 << 20
 // and so run commands as the daemon's user on every host.
 const insecureBits = 0o022
 
-// Load reads, checks and resolves the crontab at path (SPEC §6), with the
-// ANARCHON_* environment overrides applied.
+// Load reads, checks and resolves the crontab at path (docs/spec.md#s6), with
+// the ANARCHON_* environment overrides applied.
 //
 // When the crontab is invalid the error is an Errors listing every problem
 // (use errors.As). An error reading the file is returned as a plain wrapped

@@ -16,7 +16,7 @@ import (
 	"github.com/anarchon/anarchon/internal/schedule"
 )
 
-// Built-in defaults (SPEC §6).
+// Built-in defaults (docs/spec.md#s6-config).
 const (
 	defaultNamespace       = "cron"
 	defaultShutdownGraceMs = 30000
@@ -104,8 +104,8 @@ var (
 	// spells them (its aliases true, yes, 1, ... are not taken).
 	syncCommitLevels = []string{"on", "off", "local", "remote_write", "remote_apply"}
 
-	// jobReservedEnv are set by the daemon for every run (SPEC §6); a job's
-	// env may not set them.
+	// jobReservedEnv are set by the daemon for every run
+	// (docs/spec.md#s6-jobs); a job's env may not set them.
 	jobReservedEnv = []string{"ANARCHON_JOB", "ANARCHON_SLOT", "ANARCHON_SLOT_MS", "ANARCHON_ATTEMPT", "ANARCHON_TOKEN", "ANARCHON_INSTANCE"}
 )
 
@@ -967,7 +967,7 @@ func (p *parser) checkOverlap(b *Backend, infos []jobInfo) {
 	}
 }
 
-// checkClaimOnly applies SPEC §2 to the backends whose memory of a claim
+// checkClaimOnly applies docs/spec.md#s2 to the backends whose memory of a claim
 // expires: each job's maxLate must be at most 1/retentionFactor of it. For the
 // redis idmp strategy it also checks IDMP-MAXSIZE.
 func (p *parser) checkClaimOnly(b *Backend, typ, strategy setting[string], durationSec, windowMs, slotTTL, dupWindow setting[int64], infos []jobInfo) {

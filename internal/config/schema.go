@@ -71,7 +71,7 @@ var tlsSpecs = []*spec{
 	{key: "insecureSkipVerify", kind: kindBool},
 }
 
-// rootSpecs is the whole crontab (SPEC §6).
+// rootSpecs is the whole crontab (docs/spec.md#s6).
 var rootSpecs = []*spec{
 	{key: "instance", kind: kindString},
 	{key: "namespace", kind: kindString},

@@ -275,7 +275,7 @@ var errorCases = []struct {
 	{name: "maxLate above the built-in retention", yaml: "jobs:\n" + job("a") + "    maxLateMs: 700000000\n",
 		want: []string{`5:jobs[0].maxLateMs:maxLateMs 700000000 is longer than backend.retention (168h0m0s, the built-in default)`}},
 
-	// ---- claim-only retention (SPEC §2) ----
+	// ---- claim-only retention (docs/spec.md#s2) ----
 	{name: "script window too short for a job", yaml: `backend:
   type: redis
   redis: {strategy: script, strategyOptions: {windowMs: 100000}}

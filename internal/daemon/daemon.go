@@ -43,9 +43,10 @@ type Options struct {
 }
 
 // Run runs the daemon until SIGTERM or SIGINT (or ctx), then stops
-// gracefully (SPEC §4). It tells systemd (when NOTIFY_SOCKET is set) READY
-// once the store answered and the crontab is scheduled, RELOADING and READY
-// around a reload, STOPPING when the stop begins, and pings its watchdog.
+// gracefully (docs/spec.md#s4-stop). It tells systemd (when NOTIFY_SOCKET is
+// set) READY once the store answered and the crontab is scheduled, RELOADING
+// and READY around a reload, STOPPING when the stop begins, and pings its
+// watchdog.
 func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	log := o.Log
 	m := metrics.New(o.Clock, cfg.Backend.Type)

@@ -1,9 +1,9 @@
-// Package natsclaim is the NATS JetStream claim-only backend (SPEC §3.2):
-// every instance publishes its claim of a run into one stream with the
-// header Nats-Msg-Id: <namespace>:<job>:<slot>, and the stream's
-// de-duplication keeps the first. The stream leader orders the publishes.
-// The backend keeps no lease, so a run whose winner dies is not run again
-// (at most once).
+// Package natsclaim is the NATS JetStream claim-only backend
+// (docs/spec.md#s3-2-nats): every instance publishes its claim of a run into
+// one stream with the header Nats-Msg-Id: <namespace>:<job>:<slot>, and the
+// stream's de-duplication keeps the first. The stream leader orders the
+// publishes. The backend keeps no lease, so a run whose winner dies is not
+// run again (at most once).
 //
 // # Stream and subjects
 //
@@ -28,10 +28,11 @@
 // Late first: with the instance's clock (Request.Now), a slot older than
 // maxLate is late and nothing is sent. Otherwise the claim (JSON: token,
 // instance, job, slot) is published to <namespace>.<job>.claims with
-// Nats-Msg-Id <namespace>:<job>:<slot> and Nats-Expected-Stream set. (SPEC
-// §3.2 writes the id as <job>:<slot>; the stream de-duplicates by id
-// alone, across subjects, so the namespace is added: two namespaces on one
-// stream must not take each other's claims.) The ack decides:
+// Nats-Msg-Id <namespace>:<job>:<slot> and Nats-Expected-Stream set. (The
+// original design spec wrote the id as <job>:<slot>, docs/spec.md#departures;
+// the stream de-duplicates by id alone, across subjects, so the namespace is
+// added: two namespaces on one stream must not take each other's claims.) The
+// ack decides:
 //
 //	duplicate: false                      -> won(1): the stream stored mine
 //	duplicate: true, stored token is mine -> won(1): my own re-sent claim

@@ -489,7 +489,7 @@ func TestClaimDuringDisconnectIsNeverDeliveredLater(t *testing.T) {
 	mustClaim(t, b, r, claim.Lost, "the given-up claim, sent again")
 }
 
-// TestDedupOutlivesDeletedMessage: SPEC §8 — the de-duplication entry
+// TestDedupOutlivesDeletedMessage: docs/spec.md#s8 — the de-duplication entry
 // outlives a deleted message; the claim is then lost for everyone, the
 // first winner's re-send included, and never won twice.
 func TestDedupOutlivesDeletedMessage(t *testing.T) {

@@ -1,6 +1,6 @@
-// Package pgclaim is the PostgreSQL lease backend (SPEC §3.1): anarchond
-// instances on any hosts share one database, and a per-job row lock
-// serialises their claims.
+// Package pgclaim is the PostgreSQL lease backend
+// (docs/spec.md#s3-1-postgres): anarchond instances on any hosts share one
+// database, and a per-job row lock serialises their claims.
 //
 // A run is a row keyed (job, slot) in the configured table. The claim is
 // one round trip: a PL/pgSQL function, created by the schema migration,
@@ -8,7 +8,7 @@
 // queues the claims of one job behind each other), locks the run, reads
 // store time with clock_timestamp() once the locks are held, and applies
 // the decision table of claim.Decide. Before it, Claim does the cheap read
-// of SPEC §3.1: a plain SELECT that answers done, running, or "my own
+// of docs/spec.md#s3-1: a plain SELECT that answers done, running, or "my own
 // claim" without taking any lock; only a run with no state or an expired
 // lease calls the function.
 //
@@ -469,7 +469,7 @@ func (b *Backend) migrate(ctx context.Context) error {
 		}
 		for v := have + 1; v <= len(migrations); v++ {
 			// A simple-protocol Exec may hold several statements; a
-			// parameterised one may not (SPEC §8).
+			// parameterised one may not (docs/spec.md#s8).
 			if _, err := tx.Exec(ctx, b.names.expand(migrations[v-1]), pgx.QueryExecModeSimpleProtocol); err != nil {
 				return fmt.Errorf("apply migration %d: %w", v, err)
 			}
@@ -533,7 +533,7 @@ func (b *Backend) Close() error {
 	}
 }
 
-// Claim makes the decision of SPEC §3.1 for req, with store time.
+// Claim makes the decision of docs/spec.md#s3-1 for req, with store time.
 //
 // It is one call of the claim function, one round trip. The function
 // first reads the run with a plain SELECT: a finished run (done), the

@@ -67,9 +67,9 @@ var migrations = []string{
 	);
 	CREATE INDEX {{histidx}} ON {{history}} (job, slot);
 
-	-- The decision table of SPEC §3.1, the same as claim.Decide, in one call:
-	-- the whole claim is one round trip (SELECT * FROM claim(...), run by
-	-- PostgreSQL in an implicit transaction).
+	-- The decision table of docs/spec.md#s3-1, the same as claim.Decide, in
+	-- one call: the whole claim is one round trip (SELECT * FROM claim(...),
+	-- run by PostgreSQL in an implicit transaction).
 	--
 	-- VOLATILE matters: each statement of a VOLATILE function takes a fresh
 	-- snapshot (under READ COMMITTED, which the backend sets on its
@@ -190,10 +190,10 @@ var migrations = []string{
 		now_ms     bigint;
 		other_live boolean := false;
 	BEGIN
-		-- 0. The read before the lock (SPEC §3.1): a run that is finished,
-		-- held under a live lease, or my own re-sent claim is answered
-		-- from a plain read, with no lock taken and nothing written, so
-		-- its commit waits for no WAL flush. Only a claim that may write
+		-- 0. The read before the lock (docs/spec.md#s3-1): a run that is
+		-- finished, held under a live lease, or my own re-sent claim is
+		-- answered from a plain read, with no lock taken and nothing written,
+		-- so its commit waits for no WAL flush. Only a claim that may write
 		-- goes on.
 		SELECT * INTO cur FROM {{runs}} AS r WHERE r.job = p_job AND r.slot = p_slot;
 		IF FOUND THEN
@@ -338,8 +338,8 @@ const claimV3 = `	DROP FUNCTION {{claim}}(text, bigint, text, text, bigint, bigi
 	BEGIN
 		-- Three reads at most, each answering what it can with nothing
 		-- written (my own re-sent claim, a finished run, a live lease):
-		--   pass 0, before any lock (SPEC §3.1's read before the
-		--     transaction);
+		--   pass 0, before any lock (the read before the
+		--     transaction, docs/spec.md#s3-1);
 		--   pass 1, under the job's lock: a transaction-scoped advisory
 		--     lock on (this table's jobs table, the job's hash), held until
 		--     COMMIT, which serialises the claims of one job and writes
@@ -492,8 +492,8 @@ const (
 		r.started_at, r.finished_at, r.lease_until, r.exit_code, r.output_tail`
 
 	// selectRunSQL reads store now and the run (all NULL when there is
-	// none) in one plain statement: the read before the transaction (SPEC
-	// §3.1) and Leaser.Read.
+	// none) in one plain statement: the read before the transaction
+	// (docs/spec.md#s3-1) and Leaser.Read.
 	selectRunSQL = `SELECT {{now}}, ` + runColumns + `
 		FROM (SELECT 1) AS one LEFT JOIN {{runs}} AS r ON r.job = $1 AND r.slot = $2`
 

@@ -1,7 +1,8 @@
-// Package rabbitclaim is the RabbitMQ claim-only backend (SPEC §3.2): the one
-// decision per run (job, slot) is a publish into a queue that holds at most
-// one message, answered by a publisher confirm. It keeps no lease: when the
-// winner dies, the run is not re-run (at-most-once).
+// Package rabbitclaim is the RabbitMQ claim-only backend
+// (docs/spec.md#s3-2-rabbitmq): the one decision per run (job, slot) is a
+// publish into a queue that holds at most one message, answered by a
+// publisher confirm. It keeps no lease: when the winner dies, the run is not
+// re-run (at-most-once).
 //
 // # Queues
 //
@@ -67,8 +68,8 @@
 // else would end them. See "Abandoned calls" below.
 //
 // Unknown is returned with a nil error and logged at warn: the scheduler
-// treats it as lost and skips the run (SPEC §3.2), and does not re-send a
-// claim whose fate it cannot learn.
+// treats it as lost and skips the run (docs/spec.md#s3-2-rabbitmq), and does
+// not re-send a claim whose fate it cannot learn.
 //
 // Never consume or basic.get a gate: RabbitMQ's max-length counts ready
 // messages only, so a consumed or unacked claim reopens the gate (two

@@ -64,7 +64,7 @@ type claimMessage struct {
 // scheduler always sets its claim timeout).
 const defaultClaimTimeout = 30 * time.Second
 
-// Claim makes the decision of SPEC §3.2 for req; see the package comment
+// Claim makes the decision of docs/spec.md#s3-2 for req; see the package comment
 // for the outcomes. Unknown comes with a nil error; an error means the
 // claim was not published (IsTransient), or the broker refused the gate's
 // declare (ErrQueueConflict and others). ctx bounds the wait for the

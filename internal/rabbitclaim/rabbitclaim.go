@@ -25,7 +25,7 @@ import (
 // Defaults of Options.
 const (
 	// DefaultSlotTTL is a gate's x-expires when Options.SlotTTL is zero
-	// (SPEC §6 slotTtlMs).
+	// (slotTtlMs, docs/spec.md#s6-config).
 	DefaultSlotTTL = time.Hour
 	// DefaultHistoryMaxAge is the history stream's x-max-age when
 	// Options.HistoryMaxAge is zero (backend.retention's default).

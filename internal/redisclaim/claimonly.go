@@ -20,7 +20,7 @@ import (
 	"github.com/anarchon/anarchon/internal/config"
 )
 
-// The claim-only strategies (SPEC §3.2): stream-id, idmp and script, and
+// The claim-only strategies (docs/spec.md#s3-2): stream-id, idmp and script, and
 // auto, which picks idmp where the server has XADD IDMP and script
 // elsewhere. Each decides the winner of a run once and keeps no lease: a run
 // whose winner dies is not run again (at most once).

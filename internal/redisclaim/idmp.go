@@ -14,8 +14,9 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 )
 
-// The idmp strategy (SPEC §3.2, Redis 8.6+; see claimonly.go): XADD with
-// IDMP <job> <slot>; Redis keeps the first entry per idempotency key.
+// The idmp strategy (docs/spec.md#s3-2-idmp, Redis 8.6+; see claimonly.go):
+// XADD with IDMP <job> <slot>; Redis keeps the first entry per idempotency
+// key.
 
 // idmpJob is the configuration state of one job's stream in this process.
 type idmpJob struct {

@@ -18,9 +18,9 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 )
 
-// The lease strategy (SPEC §3.1, §4): the decision table of claim.Decide as
-// one Lua script, and every later write (renew, finish, release) as a script
-// fenced by token and status.
+// The lease strategy (docs/spec.md#s3-1-redis-lease, docs/spec.md#s4): the
+// decision table of claim.Decide as one Lua script, and every later write
+// (renew, finish, release) as a script fenced by token and status.
 //
 // Keys of a job, all in one cluster slot (hash tag {<ns>:<job>}):
 //
@@ -43,12 +43,13 @@ import (
 // Prune over every job; added to with every claim, in the claim's pipeline,
 // and never touched by a script).
 //
-// The live hash stands for SPEC §3.1's "field naming the job's latest won
-// slot": that field alone would miss an older run still holding a live lease
-// (a takeover of an older slot, a long run overtaken by a newer claim),
-// which sqlite's overlap query sees. The scripts keep it exact: a won claim
-// or a renewal sets the slot's lease_until, a release sets it to now - 1ms,
-// a finish or an interruption removes it, Prune removes pruned slots.
+// The live hash stands for the original design spec's "field naming the job's
+// latest won slot" (docs/spec.md#departures): that field alone would miss an
+// older run still holding a live lease (a takeover of an older slot, a long
+// run overtaken by a newer claim), which sqlite's overlap query sees. The
+// scripts keep it exact: a won claim or a renewal sets the slot's
+// lease_until, a release sets it to now - 1ms, a finish or an interruption
+// removes it, Prune removes pruned slots.
 //
 // Every run is in :live or :slots: a run enters :slots when it settles (a
 // finish or an interruption moves it from :live to :slots), not when it is
@@ -205,14 +206,14 @@ func checkRequest(req claim.Request) error {
 	return nil
 }
 
-// Claim makes the decision of SPEC §3.1 for req in one script, with store
-// time: one EVALSHA, one round trip. The first claim of a job that has no
-// state in the store yet is answered "index": it is sent again in one
+// Claim makes the decision of docs/spec.md#s3-1 for req in one script, with
+// store time: one EVALSHA, one round trip. The first claim of a job that has
+// no state in the store yet is answered "index": it is sent again in one
 // pipeline after an SADD of the job to the index of jobs, so that the index
-// names the job before any run of it exists and no crash between the two
-// can hide a run from status and Prune. On NOSCRIPT (after a restart or
-// SCRIPT FLUSH) the claim is sent again with EVAL; EVALSHA answered
-// NOSCRIPT without running anything.
+// names the job before any run of it exists and no crash between the two can
+// hide a run from status and Prune. On NOSCRIPT (after a restart or SCRIPT
+// FLUSH) the claim is sent again with EVAL; EVALSHA answered NOSCRIPT without
+// running anything.
 func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
 	res, err := b.claimAll(ctx, []claim.Request{req})
 	if err != nil {

@@ -1,13 +1,14 @@
-// Package redisclaim holds anarchon's Redis backends (SPEC §2, §3): one
-// backend type "redis" whose strategy (backend.redis.strategy) picks how the
-// claim is decided.
+// Package redisclaim holds anarchon's Redis backends (docs/spec.md#s2,
+// docs/spec.md#s3): one backend type "redis" whose strategy
+// (backend.redis.strategy) picks how the claim is decided.
 //
-//   - lease (lease.go): the lease decision table of SPEC §3.1 as one Lua
-//     script per operation; a claim.Leaser and claim.Pruner.
+//   - lease (lease.go): the lease decision table of docs/spec.md#s3-1 as one
+//     Lua script per operation; a claim.Leaser and claim.Pruner.
 //   - stream-id, idmp, script, auto (claimonly.go, streamid.go, idmp.go,
-//     script.go, results.go): the claim-only strategies of SPEC §3.2, one
-//     claim.Backend type, ClaimOnly (NewClaimOnly); auto runs idmp where the
-//     server has XADD IDMP (Redis 8.6+) and script elsewhere.
+//     script.go, results.go): the claim-only strategies of
+//     docs/spec.md#s3-2, one claim.Backend type, ClaimOnly (NewClaimOnly);
+//     auto runs idmp where the server has XADD IDMP (Redis 8.6+) and script
+//     elsewhere.
 //
 // CheckStrategy answers, for anarchond validate, whether a server can run a
 // strategy and which one auto picks, without opening a backend.

@@ -10,8 +10,8 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 )
 
-// The script strategy (SPEC §3.2; see claimonly.go): one Lua script over the
-// stream's entries of the last window.
+// The script strategy (docs/spec.md#s3-2-script; see claimonly.go): one Lua
+// script over the stream's entries of the last window.
 
 // claimScript runs the claim script (with the SADD of the job to the index,
 // in one pipeline; EVAL again on NOSCRIPT, as the lease claim does). It

@@ -10,8 +10,9 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 )
 
-// The stream-id strategy (SPEC §3.2; see claimonly.go): XADD with the
-// explicit ID <slot>-0; Redis's rule that IDs grow picks the winner.
+// The stream-id strategy (docs/spec.md#s3-2-stream-id; see claimonly.go):
+// XADD with the explicit ID <slot>-0; Redis's rule that IDs grow picks the
+// winner.
 
 // errIDNotGreater is the start of Redis's answer to an XADD whose explicit
 // ID is not above the stream's last generated ID (go-redis's

@@ -20,9 +20,9 @@ type hbEvent struct {
 	leaseEnd time.Time // the earliest the lease may end, on the runner's clock
 }
 
-// heartbeat keeps an attempt's lease (SPEC §4): it renews every interval,
-// retries failed renewals sooner, and sends one hbEvent when the attempt is
-// fenced or when no renewal has succeeded for lease - margin.
+// heartbeat keeps an attempt's lease (docs/spec.md#s4-heartbeat): it renews
+// every interval, retries failed renewals sooner, and sends one hbEvent when
+// the attempt is fenced or when no renewal has succeeded for lease - margin.
 type heartbeat struct {
 	leaser   claim.Leaser
 	clk      clock.Clock

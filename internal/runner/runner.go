@@ -1,7 +1,8 @@
-// Package runner runs one won attempt of a job (SPEC §4, §6). It forks the
-// command, streams the command's output into the log, heartbeats the lease
-// on lease backends, stops the command when the attempt is fenced, times out
-// or the daemon stops, and records the result fenced by the attempt's token.
+// Package runner runs one won attempt of a job (docs/spec.md#s4,
+// docs/spec.md#s6-jobs). It forks the command, streams the command's output
+// into the log, heartbeats the lease on lease backends, stops the command
+// when the attempt is fenced, times out or the daemon stops, and records the
+// result fenced by the attempt's token.
 //
 // # Process tree
 //

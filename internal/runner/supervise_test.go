@@ -15,9 +15,9 @@ import (
 	"github.com/anarchon/anarchon/internal/supervise"
 )
 
-// THE test of SPEC §4: a daemon killed with SIGKILL leaves no process of its
-// job behind, grandchildren included: with the guard (the jobs started
-// directly), and with either supervisor.
+// THE test of docs/spec.md#s4-processes: a daemon killed with SIGKILL leaves
+// no process of its job behind, grandchildren included: with the guard (the
+// jobs started directly), and with either supervisor.
 func TestDaemonKilledTakesDownTheJob(t *testing.T) {
 	t.Parallel()
 	exe, err := os.Executable()

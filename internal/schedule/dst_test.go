@@ -283,8 +283,8 @@ func gapWalls(at time.Time, prev, next int, step time.Duration) []time.Time {
 }
 
 // oracle computes the slots in (from, to] by brute force, straight from the
-// rule in SPEC §5 and gronx's IsDue: it visits every instant (every step) and
-// every wall time skipped by a gap.
+// rule in docs/spec.md#s5-zones and gronx's IsDue: it visits every instant
+// (every step) and every wall time skipped by a gap.
 func oracle(t *testing.T, expr string, loc *time.Location, from, to time.Time, step time.Duration) []time.Time {
 	t.Helper()
 	segs, err := gronx.Segments(expr)

@@ -1,5 +1,5 @@
 // Package schedule turns a job's schedule expression and time zone into its
-// slots: the instants at which the job is due (SPEC §5).
+// slots: the instants at which the job is due (docs/spec.md#s5).
 //
 // Slots are a pure function of (expression, zone): Next(t) depends on
 // nothing but its argument, so every instance, started at any moment,

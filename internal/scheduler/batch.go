@@ -64,7 +64,7 @@ func newCoalescer(b claim.Batcher) *coalescer {
 
 // claim sends req in the next batch and waits for its answer or for ctx.
 // A claim given up by its caller may still be sent; its caller re-sends
-// it with the same token, which the store recognises (SPEC §3.3).
+// it with the same token, which the store recognises (docs/spec.md#s3-3).
 func (c *coalescer) claim(ctx context.Context, req claim.Request) (claim.Result, error) {
 	return c.claimBefore(ctx, ctx, req)
 }

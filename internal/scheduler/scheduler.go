@@ -3,7 +3,8 @@
 // concurrently with a bound, re-sent with the same token on transport errors
 // until answered or late, backups that watch a run held by another instance,
 // the work spread (a small deterministic delay before the first claim of each
-// slot, so that no instance wins every race) and the graceful stop of SPEC §4.
+// slot, so that no instance wins every race) and the graceful stop of
+// docs/spec.md#s4-stop.
 package scheduler
 
 import (
@@ -714,8 +715,8 @@ const (
 // could still win the slot, until store now is past slot + maxLate. With
 // watchAdopted the first read is made at once, and a lease found ended
 // more than maxLate before it is not taken over: the claim is sent with no
-// attempts left, so the store marks the run interrupted (SPEC §3.1), as a
-// slot never claimed within maxLate is missed rather than run late.
+// attempts left, so the store marks the run interrupted (docs/spec.md#s3-1),
+// as a slot never claimed within maxLate is missed rather than run late.
 func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time, kind watchKind) (answered, bool) {
 	// adopting: no read of the run has succeeded yet on an adopted watch.
 	adopting := kind == watchAdopted

@@ -12,12 +12,12 @@ import (
 	"github.com/anarchon/anarchon/internal/config"
 )
 
-// The stop of SPEC §4 as far as runs that never started are concerned:
-// a run won ahead of its slot that the stop reaches first, and a claim in
-// flight when the stop begins. Both are settled within StopWindow of the
-// stop, by the scheduler's clock, so that the daemon exits within
-// max(ShutdownGrace + the runner's own hard stop, StopWindow) even when
-// the store does not answer:
+// The stop of docs/spec.md#s4-stop as far as runs that never started are
+// concerned: a run won ahead of its slot that the stop reaches first, and a
+// claim in flight when the stop begins. Both are settled within StopWindow of
+// the stop, by the scheduler's clock, so that the daemon exits within
+// max(ShutdownGrace + the runner's own hard stop, StopWindow) even when the
+// store does not answer:
 //
 //   - a claim in flight is not given up: its answer is awaited until
 //     StopWindow has passed (each call still bounded by callTimeout). A

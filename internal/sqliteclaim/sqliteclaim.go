@@ -1,6 +1,6 @@
-// Package sqliteclaim is the SQLite lease backend (SPEC §3.1): several
-// anarchond instances on one host share one database file, and SQLite's
-// single writer serialises their claims.
+// Package sqliteclaim is the SQLite lease backend (docs/spec.md#s3-1-sqlite):
+// several anarchond instances on one host share one database file, and
+// SQLite's single writer serialises their claims.
 //
 // Every claim that may write runs in one BEGIN IMMEDIATE transaction (the DSN
 // sets _txlock=immediate, so database/sql's BeginTx issues it): the write
@@ -31,7 +31,7 @@ import (
 )
 
 // DefaultBusyTimeout is how long a writer waits for another's write lock
-// when Options.BusyTimeout is zero (SPEC §6 busyTimeoutMs).
+// when Options.BusyTimeout is zero (busyTimeoutMs, docs/spec.md#s6-config).
 const DefaultBusyTimeout = 5 * time.Second
 
 // defaultListLimit is ListRuns's limit when the query sets none.
@@ -232,7 +232,7 @@ func checkPath(p string) error {
 //   - _txlock=immediate: BeginTx issues BEGIN IMMEDIATE, taking the write
 //     lock at BEGIN. With the default (deferred) the lock is taken at the
 //     first write, and two claimers that both read "none" conflict with
-//     "database is locked" instead of queueing (SPEC §8).
+//     "database is locked" instead of queueing (docs/spec.md#s8).
 //   - _busy_timeout: how long BEGIN IMMEDIATE waits for the lock.
 //   - _journal_mode=WAL: readers (backups' cheap reads, status) never block
 //     the writer and the writer never blocks them.
@@ -321,7 +321,7 @@ func (b *Backend) lockWrite(ctx context.Context) error {
 
 func (b *Backend) unlockWrite() { <-b.wlock }
 
-// Claim makes the decision of SPEC §3.1 for req, with store time.
+// Claim makes the decision of docs/spec.md#s3-1 for req, with store time.
 //
 // It first reads the run with a plain SELECT: a finished run (done), the
 // caller's own live claim re-sent (won) and another's live lease (running)

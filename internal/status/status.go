@@ -18,7 +18,7 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 )
 
-// Record is one run as `status --json` prints it (SPEC §6).
+// Record is one run as `status --json` prints it (docs/spec.md#s6-cli).
 type Record struct {
 	Job        string  `json:"job"`
 	Slot       string  `json:"slot"`

@@ -1,7 +1,7 @@
 // Package supervise keeps the processes of a daemon's jobs from outliving
-// the daemon (SPEC §4): a daemon killed even by SIGKILL takes each job's
-// whole process group, grandchildren included, down with it. It holds the
-// two programs that do it:
+// the daemon (docs/spec.md#s4-processes): a daemon killed even by SIGKILL
+// takes each job's whole process group, grandchildren included, down with it.
+// It holds the two programs that do it:
 //
 //   - the job guard (Guard, `--guard`): one process per daemon, told of each
 //     job's process group by the daemon through a pipe; EOF on that pipe is

@@ -124,7 +124,7 @@ func (in *instance) waitReady(ctx context.Context, d time.Duration) error {
 }
 
 // kill SIGKILLs the daemon and waits until it is gone. Its job guard
-// takes its jobs' process groups down with it (SPEC §4).
+// takes its jobs' process groups down with it (docs/spec.md#s4-processes).
 func (in *instance) kill() error {
 	p := in.proc
 	p.expected.Store(true)

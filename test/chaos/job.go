@@ -77,7 +77,8 @@ type jobRun struct {
 	start                int64
 }
 
-// runFromEnv reads the run from the ANARCHON_* variables of SPEC §6.
+// runFromEnv reads the run from the ANARCHON_* variables of
+// docs/spec.md#s6-jobs.
 func runFromEnv() (jobRun, error) {
 	r := jobRun{
 		job:      os.Getenv("ANARCHON_JOB"),

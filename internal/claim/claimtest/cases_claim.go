@@ -52,7 +52,7 @@ func (s *suite) testResentTokenWins(t *testing.T) {
 	r := request(newJob("resent"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, r), 1, "the first claim")
 	// The answer was lost in transport; the daemon re-sends the same
-	// claim, same token (SPEC §3.3). It must not lose its own claim.
+	// claim, same token (docs/spec.md#s3-3). It must not lose its own claim.
 	for i := range 3 {
 		wantWon(t, mustClaim(ctx, t, b, r), 1, fmt.Sprintf("re-send #%d of the same claim (same token)", i+1))
 	}

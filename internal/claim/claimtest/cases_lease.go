@@ -10,7 +10,7 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 )
 
-// The cases of lease backends (SPEC §3.1, §4).
+// The cases of lease backends (docs/spec.md#s3-1, docs/spec.md#s4).
 
 func (s *suite) testStoreTime(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
@@ -289,9 +289,9 @@ func (s *suite) testOverlapIgnoresExpiredLease(t *testing.T) {
 		"the next slot once A's lease expired: only runs with lease_until >= now overlap")
 }
 
-// expiredBesideLive builds the state of SPEC §3.1's "overlap also guards
-// takeovers": run A (slot1) whose lease expired, and run B of the next slot
-// live. It returns A's request.
+// expiredBesideLive builds the state of "overlap also guards takeovers"
+// (docs/spec.md#s3-1, row 7): run A (slot1) whose lease expired, and run B of
+// the next slot live. It returns A's request.
 func (s *suite) expiredBesideLive(ctx context.Context, t *testing.T, b claim.Backend) (claim.Request, claim.Request) {
 	t.Helper()
 	now := s.storeNow(ctx, t, b)
@@ -394,8 +394,8 @@ func (s *suite) testResentClaimAfterExpiry(t *testing.T) {
 	a.Lease = s.h.ShortLease
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "A with a short lease")
 	s.awaitExpired(ctx, t, b, a.Job, a.Slot)
-	// SPEC §3.1: "running, same token as caller -> won(attempt)" comes
-	// before the lease check: nobody took over, so it is still A's run.
+	// docs/spec.md#s3-1, row 4: running under the caller's token -> won(attempt)
+	// comes before the lease check: nobody took over, so it is still A's run.
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "A's claim re-sent after its lease expired but before anyone took over")
 	res, err := l.Renew(ctx, a.Fence(1), time.Minute)
 	if err != nil {
@@ -503,7 +503,7 @@ func (s *suite) testRelease(t *testing.T) {
 		t.Fatalf("after Release the run stays running with its lease ended (lease_until %s < store now %s)",
 			run.LeaseUntil, readNow)
 	}
-	// No waiting: a backup takes over at once (SPEC §4 graceful stop).
+	// No waiting: a backup takes over at once (docs/spec.md#s4-stop).
 	bk := backup(a)
 	wantWon(t, mustClaim(ctx, t, b, bk), 2, "a backup's claim right after Release")
 	wantFenced(t, l.Release(ctx, a.Fence(1)), "A's second Release after the takeover")

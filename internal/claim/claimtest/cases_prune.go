@@ -71,7 +71,7 @@ func (s *suite) testPrunedSlotIsLate(t *testing.T) {
 		t.Fatalf("prune: %v", err)
 	}
 	// Retention (1h) longer than maxLate (30m): the forgotten slot is late,
-	// never won a second time (SPEC §2).
+	// never won a second time (docs/spec.md#s2).
 	late := backup(r)
 	late.MaxLate = 30 * time.Minute
 	wantOutcome(t, mustClaim(ctx, t, b, late), claim.Late, "a claim of a pruned slot older than maxLate")

@@ -1,5 +1,5 @@
 // Package claimtest is the conformance suite of anarchon's claim backends
-// (SPEC §7): a backend is correct when it passes Exercise against a real
+// (docs/spec.md#s7): a backend is correct when it passes Exercise against a real
 // store. It is modelled on River's riverdrivertest.Exercise and go-cloud's
 // drivertest: a backend's test supplies a Harness that makes fresh,
 // isolated stores, and Exercise runs every case that applies to it.
@@ -17,12 +17,12 @@
 //		})
 //	}
 //
-// Lease backends (claim.Leaser) run the cases of SPEC §3.1 and §4: store
-// time, overlap, takeover with attempt+1, fencing, attempts running out,
-// release. Claim-only backends run the cases of SPEC §3.2: exactly one won,
-// "that was me" by token, lost for everyone else, late by the instance
-// clock. Both run the concurrent races. A backend that is also a
-// claim.Pruner runs the retention cases.
+// Lease backends (claim.Leaser) run the cases of docs/spec.md#s3-1 and
+// docs/spec.md#s4: store time, overlap, takeover with attempt+1, fencing,
+// attempts running out, release. Claim-only backends run the cases of
+// docs/spec.md#s3-2: exactly one won, "that was me" by token, lost for
+// everyone else, late by the instance clock. Both run the concurrent races. A
+// backend that is also a claim.Pruner runs the retention cases.
 //
 // A claim.Batcher also runs the batch cases: a batch decided as its claims
 // one by one, in order, and batches racing on the same runs. A
@@ -62,7 +62,7 @@ type Harness struct {
 
 	// Transient, if set, reports the errors the backend documents as
 	// transient: "no answer arrived, re-send the claim". The races re-send
-	// such a claim with the same token (SPEC §3.3) and count the retry;
+	// such a claim with the same token (docs/spec.md#s3-3) and count the retry;
 	// every other error fails the case. Nil: every error fails.
 	Transient func(err error) bool
 
@@ -219,7 +219,8 @@ func (s *suite) ctx(t *testing.T) context.Context {
 	return ctx
 }
 
-// newJob returns a job name unique to the case, valid per SPEC §6.
+// newJob returns a job name unique to the case, valid per
+// docs/spec.md#s6-config.
 func newJob(prefix string) string {
 	return fmt.Sprintf("%s-%08x", prefix, rand.Uint32())
 }
@@ -245,8 +246,8 @@ func (s *suite) storeNow(ctx context.Context, t *testing.T, b claim.Backend) tim
 }
 
 // request is a claim of (job, slot) by a fresh token with the defaults of
-// SPEC §6 (maxLate 1h to keep the cases away from the late boundary, lease
-// 1m, 3 attempts, overlap skip).
+// docs/spec.md#s6-config (maxLate 1h to keep the cases away from the late
+// boundary, lease 1m, 3 attempts, overlap skip).
 func request(job string, slot int64, now time.Time) claim.Request {
 	return claim.Request{
 		Job:         job,

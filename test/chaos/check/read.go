@@ -254,7 +254,7 @@ func ParseRecord(line string) (Record, error) {
 	return rec, nil
 }
 
-// The daemon-log messages the checks use (SPEC and internal/scheduler,
+// The daemon-log messages the checks use (docs/spec.md and internal/scheduler,
 // internal/runner): exact messages and prefixes.
 const (
 	msgClaim          = "claim"           // fields job, slot, outcome, attempt (won), token

@@ -12,7 +12,7 @@ import (
 // or give up.
 const recordWindowMs = 30000
 
-// results: the store's status rows agree with the journals (SPEC §4):
+// results: the store's status rows agree with the journals (docs/spec.md#s4):
 // same winner, the newest attempt, the job's exit as the result.
 func (c *checker) results() {
 	if !c.r.HasStatus {

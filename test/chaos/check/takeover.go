@@ -183,7 +183,7 @@ func (c *checker) noTakeoverExcuse(a *attempt, f FaultLine, deadline int64) stri
 	}
 	if c.job(a.key.job).Overlap == "skip" && len(c.status[a.key]) == 0 {
 		if b := c.liveSlot(a, f.AtMs, deadline); b != nil {
-			return fmt.Sprintf("overlap skip: slot %d of the job ran (%s from %s) in the window, so a backup marks this run interrupted (SPEC §3.1); status has no row to confirm it",
+			return fmt.Sprintf("overlap skip: slot %d of the job ran (%s from %s) in the window, so a backup marks this run interrupted (docs/spec.md#s3-1); status has no row to confirm it",
 				b.key.slot, instName(b.inst), msText(b.startMs()))
 		}
 	}
