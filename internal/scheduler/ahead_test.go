@@ -211,20 +211,7 @@ func TestClaimedAheadOverlapIsDecidedAtTheSlot(t *testing.T) {
 		t.Fatalf("a claim answered overlap ahead of its slot is not asked again at the slot: %v", err)
 	}
 	ex.release <- struct{}{} // slot 0 ends before slot 1's time
-	for {
-		run, _, err := h.store.Read(ctx, "tick", slotOf(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if run.Status.Final() {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("slot 0's result was not recorded")
-		case <-time.After(time.Millisecond):
-		}
-	}
+	awaitFinal(t, ctx, h, slotOf(0))
 	h.clk.Set(slot)
 	if e := h.next(); e.e.Fence.Slot != slotOf(1) {
 		t.Fatalf("ran %s, want slot 1 once slot 0 had ended", e.e.Fence)

@@ -198,6 +198,22 @@ func (r *stopRig) stopped() {
 	}
 }
 
+// windowEnds waits for the stop's window (begun at stop) to be armed,
+// checks that Run has not returned before it, ends it, and waits for Run.
+func (r *stopRig) windowEnds(ctx context.Context, stop time.Time) {
+	r.t.Helper()
+	if err := r.h.clk.WaitTimerAt(ctx, stop.Add(stopWindow)); err != nil {
+		r.t.Fatalf("no timer for the stop's window: %v", err)
+	}
+	select {
+	case <-r.done:
+		r.t.Fatal("Run returned before the stop's window ended, with a call still unsettled")
+	default:
+	}
+	r.h.clk.Set(stop.Add(stopWindow))
+	r.stopped()
+}
+
 // settled checks that the slot's run is not left running with a live
 // lease: released on a lease store, recorded interrupted on a claim-only
 // one.
@@ -294,16 +310,7 @@ func TestStopDuringAnOutageEndsWithinTheWindow(t *testing.T) {
 		if err := r.h.clk.WaitTimerAt(ctx, stop.Add(100*time.Millisecond)); err != nil {
 			t.Fatalf("the failed call is not retried: %v", err)
 		}
-		if err := r.h.clk.WaitTimerAt(ctx, stop.Add(stopWindow)); err != nil {
-			t.Fatalf("no timer for the stop's window: %v", err)
-		}
-		select {
-		case <-r.done:
-			t.Fatal("Run returned before the window while its call was being retried")
-		default:
-		}
-		r.h.clk.Set(stop.Add(stopWindow))
-		r.stopped()
+		r.windowEnds(ctx, stop)
 		if n := r.warned("not started, and", 1); n != 1 {
 			t.Fatalf("%d warnings naming the run (job, slot, attempt 1) left unsettled, want 1: %v", n, r.logs.All())
 		}
@@ -322,16 +329,7 @@ func TestStopWithAClaimUnansweredInAnOutage(t *testing.T) {
 		r.cancel()
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 		defer cancel()
-		if err := r.h.clk.WaitTimerAt(ctx, stop.Add(stopWindow)); err != nil {
-			t.Fatalf("no timer for the stop's window: %v", err)
-		}
-		select {
-		case <-r.done:
-			t.Fatal("Run returned while a claim was in flight")
-		default:
-		}
-		r.h.clk.Set(stop.Add(stopWindow))
-		r.stopped()
+		r.windowEnds(ctx, stop)
 		if n := r.warned("claim unanswered at stop", 0); n != 1 {
 			t.Fatalf("%d warnings of the unanswered claim, want 1: %v", n, r.logs.All())
 		}
