@@ -124,9 +124,8 @@ type Options struct {
 type Backend struct {
 	pool *pgxpool.Pool
 	// leases serves the runner's calls on running attempts (Renew, Finish,
-	// Release) on connections of their own, kept open: under a burst of
-	// claims they never wait for a connection of pool, nor for a new one
-	// to be dialled (splitConns).
+	// Release) on connections of their own: under a burst of claims they
+	// never wait for a connection of pool (splitConns).
 	leases  *pgxpool.Pool
 	log     *zap.Logger
 	names   names
@@ -340,7 +339,6 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 func openPools(ctx context.Context, cfg *pgxpool.Config) (pool, leases *pgxpool.Pool, err error) {
 	leaseCfg := cfg.Copy()
 	cfg.MaxConns, leaseCfg.MaxConns = splitConns(cfg.MaxConns)
-	leaseCfg.MinConns = leaseCfg.MaxConns
 	if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, nil, err
 	}

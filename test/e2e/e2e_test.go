@@ -94,30 +94,9 @@ func params(st store, dir, root string) testscript.Params {
 			env.Values[soloKey{}] = release
 			env.Defer(release)
 			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
-			// SOON is a daily cron expression two seconds from now (UTC):
-			// a job that fires once while the script runs.
-			soon := time.Now().UTC().Add(2 * time.Second)
-			env.Setenv("SOON", fmt.Sprintf("%d %d %d * * *", soon.Second(), soon.Minute(), soon.Hour()))
-			// SOON_MS is SOON's slot, ms since the Unix epoch.
-			env.Setenv("SOON_MS", strconv.FormatInt(soon.Truncate(time.Second).UnixMilli(), 10))
-			// LATER, and LATER_MS, are a daily slot four seconds from now:
-			// for a script whose daemon must be up a while before it.
-			later := soon.Add(2 * time.Second)
-			env.Setenv("LATER", fmt.Sprintf("%d %d %d * * *", later.Second(), later.Minute(), later.Hour()))
-			env.Setenv("LATER_MS", strconv.FormatInt(later.Truncate(time.Second).UnixMilli(), 10))
-			// SOON3 fires three times, on consecutive seconds of one minute
-			// starting two seconds or more from now.
-			if soon.Second() > 57 {
-				soon = soon.Truncate(time.Minute).Add(time.Minute)
+			for _, kv := range soonVars(time.Now().UTC()) {
+				env.Setenv(kv[0], kv[1])
 			}
-			env.Setenv("SOON3", fmt.Sprintf("%d-%d %d %d * * *", soon.Second(), soon.Second()+2, soon.Minute(), soon.Hour()))
-			// SOON10 fires ten times, on consecutive seconds of one
-			// minute starting three seconds or more from now.
-			soon10 := time.Now().UTC().Add(3 * time.Second)
-			if soon10.Second() > 50 {
-				soon10 = soon10.Truncate(time.Minute).Add(time.Minute)
-			}
-			env.Setenv("SOON10", fmt.Sprintf("%d-%d %d %d * * *", soon10.Second(), soon10.Second()+9, soon10.Minute(), soon10.Hour()))
 			// SPREAD_JOBS is how many jobs spread.txtar races for:
 			// ANARCHON_TEST_SPREAD_JOBS, else 50.
 			env.Setenv("SPREAD_JOBS", envOr("ANARCHON_TEST_SPREAD_JOBS", "50"))
@@ -192,6 +171,39 @@ var soloMu sync.RWMutex
 
 // solo: wait until no other script runs, and keep the others from
 // starting until this one ends.
+// soonVars are the script variables of slots soon after now (UTC), set at
+// a script's setup and again when a script gets the machine alone (solo),
+// so that its slots are counted from when its daemons start: a fresh
+// cluster runs nothing from before its start.
+func soonVars(now time.Time) [][2]string {
+	var vars [][2]string
+	// SOON is a daily cron expression two seconds from now (UTC):
+	// a job that fires once while the script runs.
+	soon := now.Add(2 * time.Second)
+	vars = append(vars, [2]string{"SOON", fmt.Sprintf("%d %d %d * * *", soon.Second(), soon.Minute(), soon.Hour())})
+	// SOON_MS is SOON's slot, ms since the Unix epoch.
+	vars = append(vars, [2]string{"SOON_MS", strconv.FormatInt(soon.Truncate(time.Second).UnixMilli(), 10)})
+	// LATER, and LATER_MS, are a daily slot four seconds from now:
+	// for a script whose daemon must be up a while before it.
+	later := soon.Add(2 * time.Second)
+	vars = append(vars, [2]string{"LATER", fmt.Sprintf("%d %d %d * * *", later.Second(), later.Minute(), later.Hour())})
+	vars = append(vars, [2]string{"LATER_MS", strconv.FormatInt(later.Truncate(time.Second).UnixMilli(), 10)})
+	// SOON3 fires three times, on consecutive seconds of one minute
+	// starting two seconds or more from now.
+	if soon.Second() > 57 {
+		soon = soon.Truncate(time.Minute).Add(time.Minute)
+	}
+	vars = append(vars, [2]string{"SOON3", fmt.Sprintf("%d-%d %d %d * * *", soon.Second(), soon.Second()+2, soon.Minute(), soon.Hour())})
+	// SOON10 fires ten times, on consecutive seconds of one
+	// minute starting three seconds or more from now.
+	soon10 := now.Add(3 * time.Second)
+	if soon10.Second() > 50 {
+		soon10 = soon10.Truncate(time.Minute).Add(time.Minute)
+	}
+	vars = append(vars, [2]string{"SOON10", fmt.Sprintf("%d-%d %d %d * * *", soon10.Second(), soon10.Second()+9, soon10.Minute(), soon10.Hour())})
+	return vars
+}
+
 func cmdSolo(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 0 {
 		ts.Fatalf("usage: solo")
@@ -201,6 +213,9 @@ func cmdSolo(ts *testscript.TestScript, neg bool, args []string) {
 	soloMu.Lock()
 	ts.Defer(soloMu.Unlock)
 	ts.Logf("running alone after waiting %v for the other scripts", time.Since(start).Round(time.Millisecond))
+	for _, kv := range soonVars(time.Now().UTC()) {
+		ts.Setenv(kv[0], kv[1])
+	}
 }
 
 var (
