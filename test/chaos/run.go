@@ -115,6 +115,9 @@ func runBackend(ctx context.Context, rc runConfig) (res runResult, err error) {
 	info := check.RunInfo{
 		Backend: rc.backend, Lease: st.lease, Instances: rc.instances, Seed: rc.seed,
 		EpsilonMs: epsilonMs, Jobs: jobs,
+		// Every store runs on this host and reads its clock (SQLite the
+		// host's, not the daemons' test clocks): store time is wall time.
+		StoreClockOffsetMs: 0,
 	}
 	c := &chaos{
 		rng:   rand.New(rand.NewPCG(uint64(rc.seed), uint64(rc.seed)^0x9e3779b97f4a7c15)),
