@@ -97,6 +97,20 @@ func makeJobs(n int) []check.JobInfo {
 	return jobs
 }
 
+// burstJobs returns n short jobs that share one schedule (burstSchedule),
+// so that n runs fall due at the same instant, beside the other jobs whose
+// schedules fall on it too.
+func burstJobs(n int) []check.JobInfo {
+	jobs := make([]check.JobInfo, 0, n)
+	for i := range n {
+		jobs = append(jobs, check.JobInfo{
+			Name: fmt.Sprintf("b%02d-burst", i), Schedule: burstSchedule, Timezone: "UTC", SleepMs: burstSleepMs,
+			LeaseMs: leaseMs, HeartbeatMs: heartbeatMs, MaxLateMs: maxLateMs, MaxAttempts: maxAttempts, Overlap: "skip",
+		})
+	}
+	return jobs
+}
+
 // The crontab as YAML; field order follows configs/example.yaml.
 type crontab struct {
 	Instance        string         `yaml:"instance"`
