@@ -58,14 +58,14 @@ func spinMain(args []string) int {
 // is planned or running at a time.
 type overload struct {
 	bin   string // chaos-job
-	loops int    // busy loops per overload: twice the CPUs
+	loops int    // busy loops per overload: four per CPU
 	procs []*exec.Cmd
 	// planned: an overload is scheduled or running.
 	planned bool
 }
 
 func newOverload(bin string) *overload {
-	return &overload{bin: bin, loops: 2 * runtime.NumCPU()}
+	return &overload{bin: bin, loops: 4 * runtime.NumCPU()}
 }
 
 // start starts the busy loops for d (each also ends itself after d and a
