@@ -110,9 +110,7 @@ func (c *chaos) run(ctx context.Context, until time.Time) error {
 	c.lastRestart = time.Now().Add(storeRestartFirst - storeRestartEvery)
 	// One overload in the first half of every run, at a seeded moment;
 	// more may come from the mix.
-	if err := c.planOverload(c.between(minGap, max(minGap, time.Until(until)/2-burstEvery))); err != nil {
-		return err
-	}
+	c.planOverload(c.between(minGap, max(minGap, time.Until(until)/2-burstEvery)))
 	next := time.Now().Add(c.between(minGap, maxGap))
 	for {
 		wake := next
@@ -226,7 +224,7 @@ func (c *chaos) inject(ctx context.Context) error {
 	}
 	cands = append(cands, candidate{2, func(context.Context) error { return c.skew() }})
 	if !c.ov.planned {
-		cands = append(cands, candidate{1, func(context.Context) error { return c.planOverload(0) }})
+		cands = append(cands, candidate{1, func(context.Context) error { c.planOverload(0); return nil }})
 	}
 	if c.st.canRestart() && time.Since(c.lastRestart) >= storeRestartEvery && c.anyHealthy() {
 		cands = append(cands, candidate{6, c.restartStore})

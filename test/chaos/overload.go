@@ -104,17 +104,17 @@ func nextBurst(from time.Time) time.Time {
 }
 
 // planOverload schedules an overload around the first burst slot whose
-// lead begins at least after from: busy loops from overloadLead before
-// the slot to 1–3 s after it.
-func (c *chaos) planOverload(after time.Duration) error {
+// lead begins more than after from now: busy loops from overloadLead
+// before the slot to 1–3 s after it. It does nothing while another
+// overload is planned or running.
+func (c *chaos) planOverload(after time.Duration) {
 	if c.ov.planned {
-		return nil
+		return
 	}
 	slot := nextBurst(time.Now().Add(after + overloadLead))
 	d := overloadLead + c.between(overloadMin, overloadMax)
 	c.ov.planned = true
 	c.schedule(time.Until(slot.Add(-overloadLead)), func() error { return c.startOverload(slot, d) })
-	return nil
 }
 
 // startOverload starts the planned overload for d, unless the faults have

@@ -920,6 +920,33 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			// The job binary took 2 s to stamp its start (CPU starvation),
+			// but its exec had returned to the runner inside the lease.
+			name: "a job slow to stamp its start, exec'd inside its lease", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				slowJobAt20(f, at(22))
+				startedLine20(t, f, at(20)+15, at(21))
+			},
+			check: func(t *testing.T, r Report) {
+				if s := r.Summary; s.StartStampLagMaxMs != 1985 || s.LeaseStartWorstMs != -985 {
+					t.Errorf("stamp lag %d ms, worst start %d ms; want 1985, -985", s.StartStampLagMaxMs, s.LeaseStartWorstMs)
+				}
+			},
+		},
+		{
+			name: "a job slow to stamp its start, its runner's line after the lease", lease: true,
+			want: []string{KindLeaseStart}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				slowJobAt20(f, at(22))
+				startedLine20(t, f, at(21.5), at(21))
+			},
+			check: func(t *testing.T, r Report) {
+				if ev := r.Violations[0].Evidence; !strings.Contains(ev, "500 ms after the end of its lease") {
+					t.Errorf("evidence does not judge the runner's line (21.5 s):\n%s", ev)
+				}
+			},
+		},
+		{
 			// The store's clock runs 2 s ahead of the wall clock: its
 			// lease_until 21.5 s is 19.5 s on the wall, before the start.
 			name: "a lease judged on the store's clock", lease: true,
@@ -1028,8 +1055,23 @@ func rerunAt20(t *testing.T, f *fx, logged bool) {
 // the lease's end leaseUntil (store time), at 20.015 s; its job's start
 // record says 20.010 s.
 func startedAt20(t *testing.T, f *fx, leaseUntil int64) {
+	startedLine20(t, f, at(20)+15, leaseUntil)
+}
+
+// slowJobAt20 has slot 20's job on chaos-2 stamp its start record at
+// startMs and end 2 s later.
+func slowJobAt20(f *fx, startMs int64) {
 	slot := at(20)
-	f.daemon[2] = append(f.daemon[2], logLines(t, slot+15, func(log *zap.Logger) {
+	f.drop(slot)
+	f.runs = append(f.runs, jrun{slot, 2, 1, tok(slot, 1, 2), startMs, startMs + 2000, 0, "ok"})
+	f.status = append(f.status, row(slot, 1, 2, tok(slot, 1, 2), "succeeded", 0))
+}
+
+// startedLine20 has chaos-2's runner log slot 20's "job started" line at
+// tsMs, with the lease's end leaseUntil (store time).
+func startedLine20(t *testing.T, f *fx, tsMs, leaseUntil int64) {
+	slot := at(20)
+	f.daemon[2] = append(f.daemon[2], logLines(t, tsMs, func(log *zap.Logger) {
 		log.Info("job started", zap.String("job", "tick"),
 			zap.String("slot", time.UnixMilli(slot).UTC().Format(time.RFC3339Nano)), zap.Int("attempt", 1),
 			zap.String("instance", instName(2)), zap.String("token", tok(slot, 1, 2)[:8]),

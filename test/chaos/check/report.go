@@ -47,10 +47,12 @@ type Summary struct {
 	// the lease their runner logged; LeaseStartsUnlogged those with a
 	// start record but no such line (a daemon killed before it logged);
 	// LeaseStartWorstMs the latest start relative to its lease's end
-	// (negative: before it).
+	// (negative: before it); StartStampLagMaxMs the longest a job took
+	// to stamp its start after its runner's "job started" line.
 	LeaseStartsChecked  int   `json:"lease_starts_checked"`
 	LeaseStartsUnlogged int   `json:"lease_starts_unlogged"`
 	LeaseStartWorstMs   int64 `json:"lease_start_worst_ms"`
+	StartStampLagMaxMs  int64 `json:"start_stamp_lag_max_ms"`
 
 	Excused int `json:"excused"`
 }
