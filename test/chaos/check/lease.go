@@ -21,9 +21,10 @@ const KindLeaseStart = "start-after-lease"
 const ExecMarginMs = 30
 
 // leaseStarts: on lease backends, every attempt whose runner logged the
-// lease it started under ("job started" with lease_until) has its start
-// record no later than that lease's end, mapped from store time to wall
-// time (RunInfo.StoreClockOffsetMs), plus ExecMarginMs.
+// lease it started under ("job started" with lease_until) is seen started
+// (startSeen) no later than that lease's end, mapped from store time to
+// wall time (RunInfo.StoreClockOffsetMs), plus ExecMarginMs. It also
+// fills the summary's figures of the check.
 func (c *checker) leaseStarts() {
 	s := &c.rep.Summary
 	first := true
