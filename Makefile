@@ -49,10 +49,11 @@ bench-go: ## the go test benchmarks of every backend
 	$(GO) test -run '^$$' -bench . -benchtime 300x ./internal/rabbitclaim/
 
 # Fault injection: anarchond instances on one backend, killed, paused, cut
-# off from the store, skewed; then test/chaos/check reports every broken
-# guarantee. Exit 1 on a violation, 2 when the harness cannot run (a store
-# that does not answer). BACKEND: sqlite, postgres, redis-lease,
-# redis-stream-id, redis-script, redis-auto, nats, rabbitmq.
+# off from the store, skewed, starved of CPU around a burst of runs; then
+# test/chaos/check reports every broken guarantee. Exit 1 on a violation,
+# 2 when the harness cannot run (a store that does not answer). BACKEND:
+# sqlite, postgres, redis-lease, redis-stream-id, redis-script, redis-auto,
+# nats, rabbitmq.
 BACKEND   ?= sqlite
 DURATION  ?= 60s
 INSTANCES ?= 3

@@ -70,10 +70,8 @@ var templates = []jobTemplate{
 }
 
 // makeJobs returns n jobs built from the templates, as run.json describes
-// them. Only the first job made from the drift template drifts. Without
-// leases (claim-only stores, which refuse overlap skip) every job allows
-// overlap.
-func makeJobs(n int, leases bool) []check.JobInfo {
+// them. Only the first job made from the drift template drifts.
+func makeJobs(n int) []check.JobInfo {
 	jobs := make([]check.JobInfo, 0, n)
 	drifted := false
 	for i := range n {
@@ -90,14 +88,37 @@ func makeJobs(n int, leases bool) []check.JobInfo {
 			MaxAttempts: maxAttempts,
 			Overlap:     t.overlap,
 		}
-		if !leases {
-			j.Overlap = "allow"
-		}
 		if t.drift != "" && !drifted {
 			j.Drift, j.DriftInstance = t.drift, driftInstance
 			drifted = true
 		}
 		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+// withoutLeases makes every job allow overlap when the store keeps no
+// leases: the claim-only stores refuse overlap skip, which they cannot
+// enforce.
+func withoutLeases(jobs []check.JobInfo, leases bool) []check.JobInfo {
+	if !leases {
+		for i := range jobs {
+			jobs[i].Overlap = "allow"
+		}
+	}
+	return jobs
+}
+
+// burstJobs returns n short jobs that share one schedule (burstSchedule),
+// so that n runs fall due at the same instant, beside the other jobs whose
+// schedules fall on it too.
+func burstJobs(n int) []check.JobInfo {
+	jobs := make([]check.JobInfo, 0, n)
+	for i := range n {
+		jobs = append(jobs, check.JobInfo{
+			Name: fmt.Sprintf("b%02d-burst", i), Schedule: burstSchedule, Timezone: "UTC", SleepMs: burstSleepMs,
+			LeaseMs: leaseMs, HeartbeatMs: heartbeatMs, MaxLateMs: maxLateMs, MaxAttempts: maxAttempts, Overlap: "skip",
+		})
 	}
 	return jobs
 }

@@ -52,7 +52,7 @@ func (l *faultLog) add(kind check.FaultKind, inst int, skewMs int64, detail stri
 	switch {
 	case kind == check.FaultSkew:
 		detail = fmt.Sprintf("%+d ms", skewMs)
-	case kind == check.FaultQuiesce:
+	case kind == check.FaultQuiesce, kind == check.FaultOverload, kind == check.FaultOverloadEnd:
 		who = "all"
 	}
 	progress(l.backend, "+%5.1fs %-13s %-8s %s", now.Sub(l.t0).Seconds(), kind, who, detail)
@@ -82,6 +82,10 @@ type chaos struct {
 	lastRestart time.Time
 	// notes are the surprises of the run (a daemon that exited on its own).
 	notes []string
+	// ov is the overload fault's busy loops.
+	ov *overload
+	// quiescing: the faults are ending; a planned overload does not start.
+	quiescing bool
 }
 
 // pending is the end of a fault, due at at.
@@ -104,6 +108,9 @@ func (c *chaos) between(lo, hi time.Duration) time.Duration {
 // ends of faults as they fall due.
 func (c *chaos) run(ctx context.Context, until time.Time) error {
 	c.lastRestart = time.Now().Add(storeRestartFirst - storeRestartEvery)
+	// One overload in the first half of every run, at a seeded moment;
+	// more may come from the mix.
+	c.planOverload(c.between(minGap, max(minGap, time.Until(until)/2-burstEvery)))
 	next := time.Now().Add(c.between(minGap, maxGap))
 	for {
 		wake := next
@@ -216,6 +223,9 @@ func (c *chaos) inject(ctx context.Context) error {
 		}
 	}
 	cands = append(cands, candidate{2, func(context.Context) error { return c.skew() }})
+	if !c.ov.planned {
+		cands = append(cands, candidate{1, func(context.Context) error { c.planOverload(0); return nil }})
+	}
 	if c.st.canRestart() && time.Since(c.lastRestart) >= storeRestartEvery && c.anyHealthy() {
 		cands = append(cands, candidate{6, c.restartStore})
 	}
@@ -363,6 +373,7 @@ func (c *chaos) restartStore(ctx context.Context) error {
 // back to 0 and waits until every daemon is scheduling again.
 func (c *chaos) quiesce(ctx context.Context) (int64, error) {
 	endMs := c.log.add(check.FaultQuiesce, -1, 0, "")
+	c.quiescing = true
 	// Daemons that exited on their own and were not handled yet.
 	for drained := false; !drained; {
 		select {

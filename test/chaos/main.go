@@ -4,12 +4,13 @@
 // faults on a seeded random schedule: SIGKILL and restart, SIGSTOP and
 // SIGCONT, store connections cut, blackholed or delayed (a fault proxy per
 // instance), store restarts (private Redis and NATS servers; PostgreSQL on
-// request), clock skews and jumps. Then it lets the run drain, stops the
+// request), clock skews and jumps, CPU starvation of the daemons (busy
+// loops) while a burst of runs falls due. Then it lets the run drain, stops the
 // daemons, collects the store's view (`anarchond status --json`) and hands
 // the run directory to the checker (test/chaos/check), which reports every
 // violation of anarchon's guarantees with its evidence.
 //
-//	go run ./test/chaos -backend sqlite -duration 60s -instances 3 [-seed N] [-out DIR] [-jobs N]
+//	go run ./test/chaos -backend sqlite -duration 60s -instances 3 [-seed N] [-out DIR] [-jobs N] [-burst N]
 //	go run ./test/chaos -all [-backends sqlite,postgres,...] -duration 60s
 //	go run ./test/chaos -check DIR   # the checker again, on an earlier run
 //
@@ -46,6 +47,7 @@ type options struct {
 	duration     time.Duration
 	instances    int
 	jobs         int
+	burst        int
 	seed         int64
 	out          string
 	keep         bool
@@ -57,6 +59,9 @@ type options struct {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == jobArg {
 		os.Exit(jobMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == spinArg {
+		os.Exit(spinMain(os.Args[2:]))
 	}
 	os.Exit(run())
 }
@@ -70,6 +75,7 @@ func parseFlags() (options, error) {
 	fs.DurationVar(&o.duration, "duration", 60*time.Second, "how long faults are injected (per backend)")
 	fs.IntVar(&o.instances, "instances", 3, "anarchond instances")
 	fs.IntVar(&o.jobs, "jobs", 12, "jobs in the crontab")
+	fs.IntVar(&o.burst, "burst", 6, "jobs beside -jobs that share one schedule (every 10 s): the bursts the overload fault starves")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the fault schedule (default: from the time, printed)")
 	fs.StringVar(&o.out, "out", "", "run directory (default chaos-out/<backend>-<UTC time>; with -all, the parent of one directory per backend)")
 	fs.BoolVar(&o.keep, "keep", false, "leave the run's namespace in the store")
@@ -91,6 +97,8 @@ func parseFlags() (options, error) {
 		return o, fmt.Errorf("-instances %d: want at least 1", o.instances)
 	case o.jobs < 1:
 		return o, fmt.Errorf("-jobs %d: want at least 1", o.jobs)
+	case o.burst < 0:
+		return o, fmt.Errorf("-burst %d: want 0 or more", o.burst)
 	case o.duration <= 0:
 		return o, fmt.Errorf("-duration %v: want a positive duration", o.duration)
 	}
@@ -164,7 +172,7 @@ func run() int {
 		}
 		res, err := runBackend(ctx, runConfig{
 			backend: b, dir: dir, bins: bins, duration: o.duration, instances: o.instances,
-			jobs: o.jobs, seed: seed, keep: o.keep, private: o.private, storeRestart: o.storeRestart,
+			jobs: o.jobs, burst: o.burst, seed: seed, keep: o.keep, private: o.private, storeRestart: o.storeRestart,
 		})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "chaos %s: harness error: %v\n", b, err)

@@ -26,6 +26,7 @@ type runConfig struct {
 	duration  time.Duration
 	instances int
 	jobs      int
+	burst     int // jobs sharing the burst schedule, beside jobs
 	seed      int64
 	keep      bool // leave the store's namespace in place
 	private   bool // private Redis / NATS servers
@@ -70,7 +71,7 @@ func runBackend(ctx context.Context, rc runConfig) (res runResult, err error) {
 		}
 	}()
 
-	jobs := makeJobs(rc.jobs, st.lease)
+	jobs := withoutLeases(append(makeJobs(rc.jobs), burstJobs(rc.burst)...), st.lease)
 	env := daemonEnv()
 	exits := make(chan int, 64)
 	insts := make([]*instance, rc.instances)
@@ -115,6 +116,9 @@ func runBackend(ctx context.Context, rc runConfig) (res runResult, err error) {
 	info := check.RunInfo{
 		Backend: rc.backend, Lease: st.lease, Instances: rc.instances, Seed: rc.seed,
 		EpsilonMs: epsilonMs, Jobs: jobs,
+		// Every store runs on this host and reads its clock (SQLite the
+		// host's, not the daemons' test clocks): store time is wall time.
+		StoreClockOffsetMs: 0,
 	}
 	c := &chaos{
 		rng:   rand.New(rand.NewPCG(uint64(rc.seed), uint64(rc.seed)^0x9e3779b97f4a7c15)),
@@ -122,7 +126,14 @@ func runBackend(ctx context.Context, rc runConfig) (res runResult, err error) {
 		insts: insts,
 		log:   flog,
 		exits: exits,
+		ov:    newOverload(rc.bins.job),
 	}
+	// Whatever happens (an error, ^C), no busy loop outlives the run.
+	defer func() {
+		if err := c.ov.stop(); err != nil {
+			progress(rc.backend, "overload: %v", err)
+		}
+	}()
 
 	info.StartMs = time.Now().UnixMilli()
 	for _, j := range jobs {

@@ -167,6 +167,7 @@ func Check(r *Run) Report {
 		c.concurrent()
 		c.concurrentSlots()
 		c.takeovers()
+		c.leaseStarts()
 	}
 	c.missed()
 	c.results()

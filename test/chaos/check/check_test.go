@@ -872,6 +872,98 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			name: "a job started after its lease's end", lease: true,
+			want: []string{KindLeaseStart}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				// slot 20's job starts at 20.010 s; its lease ended at 19.950 s.
+				startedAt20(t, f, slot20-50)
+				f.faults = append(f.faults, Fault{AtMs: slot20 - 300, Kind: FaultOverload, Instance: -1, Detail: "8 loops for 2000ms"},
+					Fault{AtMs: slot20 + 1700, Kind: FaultOverloadEnd, Instance: -1})
+			},
+			check: func(t *testing.T, r Report) {
+				ev := r.Violations[0].Evidence
+				for _, want := range []string{"60 ms after the end of its lease", "daemon-2.log:", "journal-2.log:", "overload"} {
+					if !strings.Contains(ev, want) {
+						t.Errorf("evidence lacks %q:\n%s", want, ev)
+					}
+				}
+				if s := r.Summary; s.LeaseStartsChecked != 1 || s.LeaseStartWorstMs != 60 || s.LeaseStartsUnlogged != 4 {
+					t.Errorf("summary: %d checked, %d unlogged, worst %d ms; want 1, 4, 60", s.LeaseStartsChecked, s.LeaseStartsUnlogged, s.LeaseStartWorstMs)
+				}
+			},
+		},
+		{
+			name: "a job started just past its lease's end, beyond the exec margin", lease: true,
+			want: []string{KindLeaseStart}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				startedAt20(t, f, slot20+10-ExecMarginMs-1)
+			},
+		},
+		{
+			name: "a job started just inside its lease", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				startedAt20(t, f, slot20+11)
+			},
+			check: func(t *testing.T, r Report) {
+				if s := r.Summary; s.LeaseStartsChecked != 1 || s.LeaseStartWorstMs != -1 {
+					t.Errorf("summary: %d checked, worst %d ms; want 1, -1", s.LeaseStartsChecked, s.LeaseStartWorstMs)
+				}
+				if !strings.Contains(r.Text(), "latest start -1 ms from its lease's end") {
+					t.Errorf("the report lacks the lease line:\n%s", r.Text())
+				}
+			},
+		},
+		{
+			name: "a job started within the exec margin after its lease's end", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				startedAt20(t, f, slot20+10-ExecMarginMs)
+			},
+		},
+		{
+			// The job binary took 2 s to stamp its start (CPU starvation),
+			// but its exec had returned to the runner inside the lease.
+			name: "a job slow to stamp its start, exec'd inside its lease", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				slowJobAt20(f, at(22))
+				startedLine20(t, f, at(20)+15, at(21))
+			},
+			check: func(t *testing.T, r Report) {
+				if s := r.Summary; s.StartStampLagMaxMs != 1985 || s.LeaseStartWorstMs != -985 {
+					t.Errorf("stamp lag %d ms, worst start %d ms; want 1985, -985", s.StartStampLagMaxMs, s.LeaseStartWorstMs)
+				}
+			},
+		},
+		{
+			name: "a job slow to stamp its start, its runner's line after the lease", lease: true,
+			want: []string{KindLeaseStart}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				slowJobAt20(f, at(22))
+				startedLine20(t, f, at(21.5), at(21))
+			},
+			check: func(t *testing.T, r Report) {
+				if ev := r.Violations[0].Evidence; !strings.Contains(ev, "500 ms after the end of its lease") {
+					t.Errorf("evidence does not judge the runner's line (21.5 s):\n%s", ev)
+				}
+			},
+		},
+		{
+			// The store's clock runs 2 s ahead of the wall clock: its
+			// lease_until 21.5 s is 19.5 s on the wall, before the start.
+			name: "a lease judged on the store's clock", lease: true,
+			want: []string{KindLeaseStart}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				f.info.StoreClockOffsetMs = 2000
+				startedAt20(t, f, at(21.5))
+			},
+		},
+		{
+			name: "a lease judged on the store's clock, the start inside it", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				f.info.StoreClockOffsetMs = -2000
+				startedAt20(t, f, at(18.5))
+			},
+		},
+		{
 			name: "truncated journal line", lease: true, want: []string{KindJournal},
 			setup: func(t *testing.T, f *fx) {
 				f.journal[0] = []string{"tick 1780000020000 1 abc"}
@@ -957,6 +1049,34 @@ func rerunAt20(t *testing.T, f *fx, logged bool) {
 				zap.String("error", "lease renewal got no answer within a heartbeat"))
 		})
 	}
+}
+
+// startedAt20 has chaos-2's runner log slot 20's "job started" line with
+// the lease's end leaseUntil (store time), at 20.015 s; its job's start
+// record says 20.010 s.
+func startedAt20(t *testing.T, f *fx, leaseUntil int64) {
+	startedLine20(t, f, at(20)+15, leaseUntil)
+}
+
+// slowJobAt20 has slot 20's job on chaos-2 stamp its start record at
+// startMs and end 2 s later.
+func slowJobAt20(f *fx, startMs int64) {
+	slot := at(20)
+	f.drop(slot)
+	f.runs = append(f.runs, jrun{slot, 2, 1, tok(slot, 1, 2), startMs, startMs + 2000, 0, "ok"})
+	f.status = append(f.status, row(slot, 1, 2, tok(slot, 1, 2), "succeeded", 0))
+}
+
+// startedLine20 has chaos-2's runner log slot 20's "job started" line at
+// tsMs, with the lease's end leaseUntil (store time).
+func startedLine20(t *testing.T, f *fx, tsMs, leaseUntil int64) {
+	slot := at(20)
+	f.daemon[2] = append(f.daemon[2], logLines(t, tsMs, func(log *zap.Logger) {
+		log.Info("job started", zap.String("job", "tick"),
+			zap.String("slot", time.UnixMilli(slot).UTC().Format(time.RFC3339Nano)), zap.Int("attempt", 1),
+			zap.String("instance", instName(2)), zap.String("token", tok(slot, 1, 2)[:8]),
+			zap.Int("pid", 4242), zap.Time("lease_until", time.UnixMilli(leaseUntil)))
+	})...)
 }
 
 func killAt30(f *fx) {

@@ -77,7 +77,11 @@ type Event struct {
 	Token   string // the token's prefix, as the daemon logs it
 	FirstMs int64  // "missed:" lines
 	LastMs  int64
-	Raw     string
+	// LeaseUntilMs is the lease's end in store time (unix ms) that the
+	// runner's "job started" line names; HasLease tells whether it did.
+	LeaseUntilMs int64
+	HasLease     bool
+	Raw          string
 }
 
 // Where is the event's file:line and its text.
@@ -270,11 +274,14 @@ const (
 	msgReleasedPrefix = "lease released"            // prefix
 	msgNotReleasedPfx = "lease not released"        // prefix
 	msgFinished       = "job finished"
+	// msgStarted is logged once the job's process is started; on a lease
+	// backend with lease_until, the lease's end in store time.
+	msgStarted = "job started"
 )
 
 // keepEvent reports whether a daemon-log message matters to a check.
 func keepEvent(msg string) bool {
-	return msg == msgClaim || msg == msgCouldNotStart || msg == msgFinished ||
+	return msg == msgClaim || msg == msgCouldNotStart || msg == msgFinished || msg == msgStarted ||
 		strings.HasPrefix(msg, msgMissedPrefix) ||
 		strings.HasPrefix(msg, msgStoppedPrefix) ||
 		strings.HasPrefix(msg, msgReleasedPrefix) ||
@@ -299,6 +306,8 @@ type logLine struct {
 	Token   string          `json:"token"`
 	First   json.RawMessage `json:"first"`
 	Last    json.RawMessage `json:"last"`
+	// LeaseUntil: zap.Time, the lease's end in store time.
+	LeaseUntil json.RawMessage `json:"lease_until"`
 }
 
 func (r *Run) readDaemonLog(dir string, i int) error {
@@ -334,6 +343,7 @@ func ParseEvent(line []byte) (Event, bool) {
 	ev.SlotMs, ev.HasSlot = parseLogTime(l.Slot)
 	ev.FirstMs, _ = parseLogTime(l.First)
 	ev.LastMs, _ = parseLogTime(l.Last)
+	ev.LeaseUntilMs, ev.HasLease = parseLogTime(l.LeaseUntil)
 	return ev, true
 }
 

@@ -43,6 +43,17 @@ type Summary struct {
 	SlotsRun       int            `json:"slots_run"`
 	MissedByReason map[string]int `json:"missed_by_reason"`
 
+	// LeaseStartsChecked are the attempts whose start was judged against
+	// the lease their runner logged; LeaseStartsUnlogged those with a
+	// start record but no such line (a daemon killed before it logged);
+	// LeaseStartWorstMs the latest start relative to its lease's end
+	// (negative: before it); StartStampLagMaxMs the longest a job took
+	// to stamp its start after its runner's "job started" line.
+	LeaseStartsChecked  int   `json:"lease_starts_checked"`
+	LeaseStartsUnlogged int   `json:"lease_starts_unlogged"`
+	LeaseStartWorstMs   int64 `json:"lease_start_worst_ms"`
+	StartStampLagMaxMs  int64 `json:"start_stamp_lag_max_ms"`
+
 	Excused int `json:"excused"`
 }
 
@@ -104,6 +115,9 @@ func (r Report) Text() string {
 	fmt.Fprintf(&b, "slots due in the checked window: %d, run: %d, not run by reason: %s\n", s.SlotsDue, s.SlotsRun, countsText(s.MissedByReason))
 	if r.Lease {
 		fmt.Fprintf(&b, "takeovers measured: %d, latency p50 %d ms, p99 %d ms, max %d ms\n", s.Takeovers, s.TakeoverP50Ms, s.TakeoverP99Ms, s.TakeoverMaxMs)
+		if line := leaseStartText(s); line != "" {
+			fmt.Fprintln(&b, line)
+		}
 	}
 	fmt.Fprintf(&b, "violations: %d %s\n", s.Violations, countsText(s.ViolationsByKind))
 	for _, v := range r.Violations {

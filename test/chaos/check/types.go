@@ -24,8 +24,15 @@ type RunInfo struct {
 	EndMs     int64  `json:"end_ms"`   // wall clock when the faults stopped and the run began to drain
 	// EpsilonMs is the stated ε of the takeover bound:
 	// a dead runner's run starts again within LeaseMs + HeartbeatMs + EpsilonMs.
-	EpsilonMs int64     `json:"epsilon_ms"`
-	Jobs      []JobInfo `json:"jobs"`
+	EpsilonMs int64 `json:"epsilon_ms"`
+	// StoreClockOffsetMs maps the store's clock onto the wall clock of the
+	// files: store time minus wall time. The leases the runners log
+	// (lease_until) are in store time; 0 for a store whose clock is this
+	// host's (SQLite reads the host's clock, not the daemons' test clocks;
+	// PostgreSQL's clock_timestamp() and Redis's TIME on loopback read the
+	// same kernel clock).
+	StoreClockOffsetMs int64     `json:"store_clock_offset_ms"`
+	Jobs               []JobInfo `json:"jobs"`
 }
 
 // JobInfo is one job of the crontab as the instances ran it.
@@ -67,6 +74,11 @@ const (
 	FaultDriftOn      FaultKind = "drift"         // informational: which instance drifts (at start)
 	FaultQuiesce      FaultKind = "quiesce"       // faults end; everything healed and running (Instance -1)
 	FaultStopInstance FaultKind = "stop-instance" // SIGTERM at the end of the run
+	// FaultOverload: busy-loop processes beside the daemons starve them of
+	// CPU while a burst of runs falls due (Instance -1; Detail says how
+	// many loops for how long). FaultOverloadEnd: the loops are killed.
+	FaultOverload    FaultKind = "overload"
+	FaultOverloadEnd FaultKind = "overload-end"
 )
 
 // Fault is one line of faults.jsonl.
