@@ -42,7 +42,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -122,11 +121,7 @@ type Options struct {
 // Backend is a claim.Leaser and claim.Pruner on one PostgreSQL table. It is
 // safe for concurrent use.
 type Backend struct {
-	pool *pgxpool.Pool
-	// leases serves the runner's calls on running attempts (Renew, Finish,
-	// Release) on connections of their own: under a burst of claims they
-	// never wait for a connection of pool (splitConns).
-	leases  *pgxpool.Pool
+	pool    *pgxpool.Pool
 	log     *zap.Logger
 	names   names
 	secrets secrets
@@ -299,66 +294,39 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		cfg.ConnConfig.Tracer = o.tracer
 	}
 
-	pool, leases, err := openPools(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, sec.wrap(fmt.Errorf("connect to postgres %s: %w", dsn, err))
 	}
-	closeBoth := func() {
+	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		leases.Close()
+		return nil, sec.wrap(fmt.Errorf("connect to postgres %s: %w", dsn, err))
 	}
 	if o.SynchronousCommit != "" {
 		if err := checkSynchronousCommit(ctx, pool, o.SynchronousCommit, o.Log); err != nil {
-			closeBoth()
+			pool.Close()
 			return nil, sec.wrap(fmt.Errorf("postgres %s: %w", dsn, err))
 		}
 	}
 	if schema == "" {
 		var cur *string
 		if err := pool.QueryRow(ctx, currentSchemaSQL).Scan(&cur); err != nil {
-			closeBoth()
+			pool.Close()
 			return nil, sec.wrap(fmt.Errorf("postgres %s: read current_schema(): %w", dsn, err))
 		}
 		if cur == nil {
-			closeBoth()
+			pool.Close()
 			return nil, fmt.Errorf("postgres %s: table %q: no schema of the search_path exists; name one (schema.table)", dsn, table)
 		}
 		schema = *cur
 	}
 	n := newNames(schema, table)
-	b := &Backend{pool: pool, leases: leases, log: o.Log, names: n, secrets: sec, sql: newQueries(n)}
+	b := &Backend{pool: pool, log: o.Log, names: n, secrets: sec, sql: newQueries(n)}
 	if err := b.migrate(ctx); err != nil {
-		closeBoth()
+		pool.Close()
 		return nil, sec.wrap(fmt.Errorf("migrate postgres table %s (%s): %w", n.qualified(), dsn, err))
 	}
 	return b, nil
-}
-
-// openPools opens the claims' pool and the lease calls' pool (splitConns)
-// of cfg, and checks that the server answers.
-func openPools(ctx context.Context, cfg *pgxpool.Config) (pool, leases *pgxpool.Pool, err error) {
-	leaseCfg := cfg.Copy()
-	cfg.MaxConns, leaseCfg.MaxConns = splitConns(cfg.MaxConns)
-	if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
-		return nil, nil, err
-	}
-	if err = pool.Ping(ctx); err == nil {
-		leases, err = pgxpool.NewWithConfig(ctx, leaseCfg)
-	}
-	if err != nil {
-		pool.Close()
-		return nil, nil, err
-	}
-	return pool, leases, nil
-}
-
-// splitConns divides a pool size between the claims' pool and the lease
-// calls' pool (Backend.leases): a quarter for the leases, at least two, so
-// that the connections a daemon may hold stay what pool_max_conns says
-// (at least three).
-func splitConns(total int32) (claims, leases int32) {
-	leases = max(2, total/4)
-	return max(1, total-leases), leases
 }
 
 // requireTLS makes every connection attempt of cc (the primary host and
@@ -515,10 +483,7 @@ const closeTimeout = 5 * time.Second
 func (b *Backend) Close() error {
 	done := make(chan struct{})
 	go func() {
-		var wg sync.WaitGroup
-		wg.Go(b.pool.Close)
-		wg.Go(b.leases.Close)
-		wg.Wait()
+		b.pool.Close()
 		close(done)
 	}()
 	t := time.NewTimer(closeTimeout)
@@ -696,7 +661,7 @@ func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration)
 	}
 	var attempt int32
 	var now, until int64
-	err := b.leases.QueryRow(ctx, b.sql.renew, f.Job, f.Slot, lease.Milliseconds(), string(f.Token)).
+	err := b.pool.QueryRow(ctx, b.sql.renew, f.Job, f.Slot, lease.Milliseconds(), string(f.Token)).
 		Scan(&attempt, &now, &until)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -744,7 +709,7 @@ func (b *Backend) Release(ctx context.Context, f claim.Fence) error {
 // claim.ErrFenced.
 func (b *Backend) fencedWrite(ctx context.Context, query string, args ...any) error {
 	var attempt int32
-	err := b.leases.QueryRow(ctx, query, args...).Scan(&attempt)
+	err := b.pool.QueryRow(ctx, query, args...).Scan(&attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return claim.ErrFenced
 	}
