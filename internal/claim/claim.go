@@ -39,7 +39,26 @@ const (
 	StatusFailed      Status = "failed"
 	StatusTimeout     Status = "timeout"
 	StatusInterrupted Status = "interrupted"
+	// The outcomes of a slot that no attempt ran, recorded by a Recorder
+	// (docs/spec.md#s6-outcomes): skipped (overlap: the job's previous run
+	// held it), missed (late, the store unreachable, every instance down,
+	// the catch-up policy) and unknown (the store gave no decision).
+	StatusSkipped Status = "skipped"
+	StatusMissed  Status = "missed"
+	StatusUnknown Status = "unknown"
 )
+
+// RunStatuses are the states of runs that an attempt claimed: what status
+// shows by default.
+var RunStatuses = []Status{StatusRunning, StatusSucceeded, StatusFailed, StatusTimeout, StatusInterrupted}
+
+// NoteStatuses are the outcomes of slots that no attempt ran.
+var NoteStatuses = []Status{StatusSkipped, StatusMissed, StatusUnknown}
+
+// Noted reports whether s is the outcome of a slot no attempt ran.
+func (s Status) Noted() bool {
+	return s == StatusSkipped || s == StatusMissed || s == StatusUnknown
+}
 
 // Final reports whether s ends a run.
 func (s Status) Final() bool { return s != StatusRunning && s != "" }
@@ -149,6 +168,12 @@ type Run struct {
 	LeaseUntil time.Time // zero on claim-only backends
 	ExitCode   *int      // nil while running or when interrupted
 	OutputTail string
+	// Reason says why a slot no attempt ran was not run (Status.Noted):
+	// overlap, late, store_unreachable, all_down, catch_up, no_decision.
+	Reason string
+	// HeldBy is, for a slot skipped for overlap, the slot (ms) of the run
+	// of the job that held it; 0 otherwise or when not known.
+	HeldBy int64
 }
 
 // SlotTime returns the slot as a time.Time in UTC.
@@ -166,6 +191,56 @@ func (r Run) Duration() time.Duration {
 type ListQuery struct {
 	Job   string // empty: every job
 	Limit int    // <= 0: a backend default of 50
+	// Statuses, when not empty, selects the runs in one of these states;
+	// the limit counts the selected runs only.
+	Statuses []Status
+}
+
+// Wants reports whether q selects a run in state s.
+func (q ListQuery) Wants(s Status) bool {
+	if len(q.Statuses) == 0 {
+		return true
+	}
+	for _, w := range q.Statuses {
+		if w == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Note is the recorded outcome of a slot that no attempt ran.
+type Note struct {
+	Job    string
+	Slot   int64  // ms since the Unix epoch, UTC
+	Status Status // StatusSkipped, StatusMissed or StatusUnknown
+	Reason string // Run.Reason
+	HeldBy int64  // Run.HeldBy
+	// Instance is the instance that recorded it; At is when, by its clock
+	// (lease backends may stamp their own time instead).
+	Instance string
+	At       time.Time
+}
+
+// Check refuses a note a store should not record.
+func (n Note) Check() error {
+	switch {
+	case n.Job == "":
+		return errors.New("note: empty job name")
+	case !n.Status.Noted():
+		return fmt.Errorf("note of %s@%d: status %q is not skipped, missed or unknown", n.Job, n.Slot, n.Status)
+	case n.Reason == "":
+		return fmt.Errorf("note of %s@%d: empty reason", n.Job, n.Slot)
+	}
+	return nil
+}
+
+// Run is the note as the run status shows: finished at At, no attempt.
+func (n Note) Run() Run {
+	return Run{
+		Job: n.Job, Slot: n.Slot, Status: n.Status, Instance: n.Instance,
+		FinishedAt: n.At, Reason: n.Reason, HeldBy: n.HeldBy,
+	}
 }
 
 // Sentinel errors callers branch on.
@@ -234,6 +309,20 @@ type Leaser interface {
 	// returns ErrNotFound when the store has none. The time returned is the
 	// store's clock at the read.
 	Read(ctx context.Context, job string, slot int64) (Run, time.Time, error)
+}
+
+// Recorder is a backend that records the slots no attempt ran, so that
+// every slot of a job ends in one outcome status can show
+// (docs/spec.md#s6-outcomes).
+type Recorder interface {
+	Backend
+	// Record stores n as the run (n.Job, n.Slot) unless the store already
+	// has one: a claim or an earlier note of the slot wins, and Record
+	// reports false. A recorded note is final: a later claim of the slot
+	// is answered done (lease backends) or lost (claim-only backends), and
+	// ListRuns returns it like a run, finished, with no attempt. Several
+	// instances record the same note; one write stands.
+	Record(ctx context.Context, n Note) (bool, error)
 }
 
 // Pruner is a backend that forgets finished runs older than a given age.

@@ -62,7 +62,7 @@ func Decide(cur *Run, otherLive bool, now time.Time, req Request) Decision {
 		return Decision{Result: res}
 	case cur.Status.Final():
 		res.Outcome = Done
-		if cur.Status != StatusInterrupted {
+		if cur.Status != StatusInterrupted && !cur.Status.Noted() {
 			res.Holder = cur.Instance
 		}
 		return Decision{Result: res}

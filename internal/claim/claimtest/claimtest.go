@@ -24,6 +24,10 @@
 // everyone else, late by the instance clock. Both run the concurrent races. A
 // backend that is also a claim.Pruner runs the retention cases.
 //
+// A claim.Recorder runs the cases of docs/spec.md#s6-outcomes: a note of a
+// slot no attempt ran is written once, loses to a claim, is final, and is
+// listed and selected by status like a run.
+//
 // A claim.Batcher also runs the batch cases: a batch decided as its claims
 // one by one, in order, and batches racing on the same runs. A
 // claim.Preparer runs the races and the re-sent claim on prepared runs.
@@ -176,6 +180,19 @@ func Exercise(t *testing.T, h Harness) {
 			s.run(t, "Race", s.testPreparedRace)
 			s.run(t, "DuringRace", s.testPreparedDuringRace)
 			s.run(t, "Resent", s.testPreparedResent)
+		})
+	}
+	if _, ok := probe.(claim.Recorder); ok {
+		t.Run("Record", func(t *testing.T) {
+			s.run(t, "ThenListed", s.testRecordThenListed)
+			s.run(t, "SlotIsFinal", s.testRecordedSlotIsFinal)
+			s.run(t, "KeepsTheRun", s.testRecordKeepsTheRun)
+			s.run(t, "Twice", s.testRecordTwice)
+			s.run(t, "ListSelectsStatuses", s.testListSelectsStatuses)
+			s.run(t, "Race", s.testRecordRace)
+			if pruner {
+				s.run(t, "Prune", s.testPruneNotes)
+			}
 		})
 	}
 	if pruner {

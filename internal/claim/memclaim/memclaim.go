@@ -29,10 +29,11 @@ type Backend struct {
 }
 
 var (
-	_ claim.Backend = (*Backend)(nil)
-	_ claim.Leaser  = (*Backend)(nil)
-	_ claim.Pruner  = (*Backend)(nil)
-	_ claim.Batcher = (*Backend)(nil)
+	_ claim.Backend  = (*Backend)(nil)
+	_ claim.Leaser   = (*Backend)(nil)
+	_ claim.Pruner   = (*Backend)(nil)
+	_ claim.Batcher  = (*Backend)(nil)
+	_ claim.Recorder = (*Backend)(nil)
 )
 
 // New returns an empty backend whose store time is c.
@@ -156,7 +157,7 @@ func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 	defer b.mu.Unlock()
 	var out []claim.Run
 	for _, r := range b.runs {
-		if q.Job == "" || r.Job == q.Job {
+		if (q.Job == "" || r.Job == q.Job) && q.Wants(r.Status) {
 			out = append(out, *r)
 		}
 	}
@@ -183,6 +184,23 @@ func (b *Backend) Prune(ctx context.Context, olderThan time.Duration) (int64, er
 		}
 	}
 	return n, nil
+}
+
+// Record stores n unless the slot has a run, stamped with the store time.
+func (b *Backend) Record(ctx context.Context, n claim.Note) (bool, error) {
+	if err := n.Check(); err != nil {
+		return false, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := key{n.Job, n.Slot}
+	if b.runs[k] != nil {
+		return false, nil
+	}
+	n.At = b.clock.Now()
+	r := n.Run()
+	b.runs[k] = &r
+	return true, nil
 }
 
 // Close does nothing.
