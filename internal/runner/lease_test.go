@@ -274,7 +274,9 @@ func TestLateClaimAnswerRenewsFirst(t *testing.T) {
 		renew   func(int) (claim.Result, error)
 		started bool
 	}{
-		{"renewed", nil, true},
+		{"renewed", func(int) (claim.Result, error) {
+			return claim.Result{Outcome: claim.Won, Attempt: 1, StoreNow: t0, LeaseUntil: t0.Add(30 * time.Second)}, nil
+		}, true},
 		{"fenced", func(int) (claim.Result, error) { return claim.Result{}, claim.ErrFenced }, false},
 		{"unreachable", func(int) (claim.Result, error) { return claim.Result{}, errTransport }, false},
 	} {
@@ -282,7 +284,7 @@ func TestLateClaimAnswerRenewsFirst(t *testing.T) {
 			t.Parallel()
 			ls := &leaseStore{renew: tc.renew}
 			clk := clock.NewFake(t0)
-			r, _ := newRunner(t, ls, clk)
+			r, logs := newRunner(t, ls, clk)
 			dir := t.TempDir()
 			job := shellJob("late", "echo ran > out")
 			job.Workdir = dir
@@ -298,6 +300,16 @@ func TestLateClaimAnswerRenewsFirst(t *testing.T) {
 			}
 			if !tc.started && !rep.Fenced {
 				t.Fatalf("report %+v, want fenced", rep)
+			}
+			// The start names the lease it runs under: the renewed one.
+			started := logs.FilterMessage("job started").All()
+			if len(started) != map[bool]int{true: 1}[tc.started] {
+				t.Fatalf("%d job started lines, want %v", len(started), tc.started)
+			}
+			for _, l := range started {
+				if got := l.ContextMap()["lease_until"]; !got.(time.Time).Equal(t0.Add(30 * time.Second)) {
+					t.Fatalf("job started under lease_until %v, want the renewal's %v", got, t0.Add(30*time.Second))
+				}
 			}
 		})
 	}

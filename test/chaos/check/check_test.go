@@ -199,6 +199,15 @@ func notRecordedLog(t *testing.T, tsMs, slot int64, inst int, token string) []st
 	})
 }
 
+// finishedLog is the runner's "job finished" line of attempt 1 of slot.
+func finishedLog(t *testing.T, tsMs, slot int64, inst int, token string) []string {
+	return logLines(t, tsMs, func(log *zap.Logger) {
+		log.Info("job finished", zap.String("job", "tick"),
+			zap.String("slot", time.UnixMilli(slot).UTC().Format(time.RFC3339Nano)), zap.Int("attempt", 1),
+			zap.String("instance", instName(inst)), zap.String("token", token[:8]), zap.String("status", "succeeded"))
+	})
+}
+
 // excused reports whether r excused a case of check whose reason holds
 // every one of parts.
 func excused(r Report, check string, parts ...string) bool {
@@ -749,6 +758,26 @@ func TestCheck(t *testing.T) {
 				if !excused(r, KindResult, "killed 990 ms after the job ended while its store traffic was delayed by 300 ms each way", "3 round trips of it (1800 ms)") {
 					t.Errorf("excused %v, want the kill under latency", r.Excused)
 				}
+			},
+		},
+		{
+			name: "claim-only: result not recorded, runner killed 990 ms after the job ended and 100 ms after it logged the end: excused", lease: false,
+			setup: func(t *testing.T, f *fx) {
+				killAfterEndUnderLatency(f, at(23), 0)
+				f.daemon[2] = finishedLog(t, at(22.9), at(20), 2, tok(at(20), 1, 2))
+			},
+			check: func(t *testing.T, r Report) {
+				if !excused(r, KindResult, "killed 100 ms after it logged the job's end", "kill chaos-2") {
+					t.Errorf("excused %v, want the kill after the runner's line", r.Excused)
+				}
+			},
+		},
+		{
+			name: "claim-only: result not recorded, runner killed 990 ms after the job ended and 400 ms after it logged the end: a violation", lease: false,
+			want: []string{KindResult}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				killAfterEndUnderLatency(f, at(23), 0)
+				f.daemon[2] = finishedLog(t, at(22.6), at(20), 2, tok(at(20), 1, 2))
 			},
 		},
 		{

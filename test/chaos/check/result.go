@@ -153,8 +153,9 @@ func (c *checker) unrecorded(k runKey, s StatusRow, a *attempt) {
 }
 
 // deadRunner returns why a's runner was dead when a's job ended: it was
-// SIGKILLed before the job ended or within KillGraceMs after, too soon to
-// record anything; "" otherwise.
+// SIGKILLed before the job ended or within KillGraceMs after the job's end
+// or the runner's own line saying so, too soon to record anything; ""
+// otherwise.
 func (c *checker) deadRunner(a *attempt) string {
 	e := a.end()
 	f, ok := c.tl.runnerKill(a.inst, a.startMs())
@@ -166,6 +167,13 @@ func (c *checker) deadRunner(a *attempt) string {
 	}
 	if f.AtMs <= e.EndMs+KillGraceMs {
 		return fmt.Sprintf("its runner was killed %d ms after the job ended, within the kill grace (%d ms): %s", f.AtMs-e.EndMs, KillGraceMs, faultText(f))
+	}
+	// The runner learns of the end when it reaps the job: on a starved
+	// host that comes after the job's last record, and the result's write
+	// follows its "job finished" line. The grace counts from that line.
+	if x, ok := c.exitEvidence(a); ok && x.Msg == msgFinished && f.AtMs <= x.TsMs+KillGraceMs {
+		return fmt.Sprintf("its runner was killed %d ms after it logged the job's end (%s), within the kill grace (%d ms): %s",
+			f.AtMs-x.TsMs, x.Where(), KillGraceMs, faultText(f))
 	}
 	// Recording takes store round trips: under an injected latency L each
 	// is 2L longer, and the runner may be killed before the write's
