@@ -186,6 +186,8 @@ func newStatusCmd(env Env) *cobra.Command {
 		job    string
 		limit  int
 		asJSON bool
+		filter status.Filter
+		outc   string
 	)
 	c := &cobra.Command{
 		Use:   "status",
@@ -194,7 +196,10 @@ func newStatusCmd(env Env) *cobra.Command {
 			"A run's status is running, succeeded, failed, timeout, interrupted, or abandoned: the store\n" +
 			"holds it running but no live runner does (on a lease store its lease ended by the store's\n" +
 			"clock; on a claim-only store it has run longer than the job's timeout + killGraceMs +\n" +
-			"max(30s, leaseMs)). No store writes abandoned; status computes it when it reads the runs.",
+			"max(30s, leaseMs)). No store writes abandoned; status computes it when it reads the runs.\n" +
+			"A slot that no attempt ran is skipped (overlap: the job's previous run held it), missed\n" +
+			"(late, store_unreachable, all_down, catch_up) or unknown (the store gave no decision);\n" +
+			"--all or --outcome shows them.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := cf.load(env)
@@ -204,6 +209,14 @@ func newStatusCmd(env Env) *cobra.Command {
 			if limit <= 0 {
 				return usageError(fmt.Errorf("--limit %d: want a positive count", limit))
 			}
+			if outc != "" {
+				if filter.All {
+					return usageError(errors.New("--all and --outcome: give one of them (--all shows every outcome)"))
+				}
+				if filter.Outcomes, err = status.ParseOutcomes(outc); err != nil {
+					return usageError(fmt.Errorf("--outcome: %w", err))
+				}
+			}
 			ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
 			defer cancel()
 			b, err := claim.Open(ctx, claim.OpenParams{Config: cfg, Log: zap.NewNop()})
@@ -211,11 +224,11 @@ func newStatusCmd(env Env) *cobra.Command {
 				return runtimeError(err)
 			}
 			defer b.Close()
-			runs, err := b.ListRuns(ctx, claim.ListQuery{Job: job, Limit: limit})
+			runs, err := b.ListRuns(ctx, claim.ListQuery{Job: job, Limit: limit, Statuses: filter.Query()})
 			if err != nil {
 				return runtimeError(fmt.Errorf("list runs: %w", err))
 			}
-			runs = liveness(ctx, b, cfg, runs).Mark(runs)
+			runs = filter.Keep(liveness(ctx, b, cfg, runs).Mark(runs))
 			if asJSON {
 				err = status.WriteJSON(env.Stdout, runs)
 			} else {
@@ -231,6 +244,8 @@ func newStatusCmd(env Env) *cobra.Command {
 	c.Flags().StringVar(&job, "job", "", "only this job")
 	c.Flags().IntVar(&limit, "limit", 20, "at most this many runs, newest slot first")
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per run")
+	c.Flags().BoolVar(&filter.All, "all", false, "every outcome, the slots no attempt ran too")
+	c.Flags().StringVar(&outc, "outcome", "", "only these outcomes, comma-separated (e.g. skipped,missed)")
 	return c
 }
 

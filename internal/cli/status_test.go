@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +99,56 @@ func TestStatusAbandonedClaimOnly(t *testing.T) {
 	got := statusOf(t, dir)
 	if got[old.Slot] != "abandoned" || got[recent.Slot] != "running" {
 		t.Fatalf("statuses by slot %v: want %d abandoned, %d running", got, old.Slot, recent.Slot)
+	}
+}
+
+// Slots no attempt ran are recorded in the store as notes: status shows
+// the runs by default, and the notes with --all or --outcome, with their
+// reason (and, for an overlap skip, the slot that held the job).
+func TestStatusShowsNotesWhenAsked(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "c.yaml", "backend:\n  sqlite: {path: s.db}\n"+goodJobs, 0o644)
+	b, err := sqliteclaim.New(t.Context(), sqliteclaim.Options{Path: dir + "/s.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	now := time.Now().Truncate(time.Second)
+	ran := claimed(t, b, now.Add(-3*time.Second), time.Hour)
+	for _, n := range []claim.Note{
+		{Job: "a", Slot: now.Add(-2 * time.Second).UnixMilli(), Status: claim.StatusSkipped, Reason: "overlap", HeldBy: ran.Slot, Instance: "i2", At: now},
+		{Job: "a", Slot: now.Add(-time.Second).UnixMilli(), Status: claim.StatusMissed, Reason: "catch_up", Instance: "i2", At: now},
+	} {
+		if ok, err := b.Record(t.Context(), n); err != nil || !ok {
+			t.Fatalf("record %+v: %v %v", n, ok, err)
+		}
+	}
+	if got := statusOf(t, dir); len(got) != 1 || got[ran.Slot] != "running" {
+		t.Fatalf("status by default: want the run only, got %v", got)
+	}
+	code, out, stderr := run(t, dir, "status", "--config", "c.yaml", "--all", "--json")
+	if code != 0 {
+		t.Fatalf("status --all: exit %d: %s", code, stderr)
+	}
+	want := []string{
+		`"status":"missed"`, `"reason":"catch_up"`, `"held_by_slot_ms":null`,
+		`"status":"skipped"`, `"reason":"overlap"`, fmt.Sprintf(`"held_by_slot_ms":%d`, ran.Slot),
+		`"status":"running"`, `"reason":""`,
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("status --all --json lacks %s:\n%s", w, out)
+		}
+	}
+	code, out, _ = run(t, dir, "status", "--config", "c.yaml", "--outcome", "skipped")
+	if code != 0 || !strings.Contains(out, "skipped (overlap; held by "+ran.SlotTime().Format(time.RFC3339Nano)+")") ||
+		strings.Contains(out, "missed") || strings.Contains(out, "running") {
+		t.Errorf("status --outcome skipped: exit %d, want the skipped slot only, with its reason and holder:\n%s", code, out)
+	}
+	for _, args := range [][]string{{"--outcome", "skiped"}, {"--all", "--outcome", "missed"}} {
+		code, _, stderr := run(t, dir, append([]string{"status", "--config", "c.yaml"}, args...)...)
+		if code != 2 || !strings.Contains(stderr, "--outcome") {
+			t.Errorf("status %v: exit %d, want 2 with a message naming --outcome: %s", args, code, stderr)
+		}
 	}
 }

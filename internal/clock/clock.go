@@ -112,3 +112,21 @@ func (o Offset) Now() time.Time { return o.Base.Now().Add(o.Skew) }
 
 // NewTimer returns Base's timer.
 func (o Offset) NewTimer(d time.Duration) Timer { return o.Base.NewTimer(d) }
+
+// WithTimeout is context.WithTimeout on c: the context ends d from now by
+// c's timers (a fake clock's advance, a real clock's time).
+func WithTimeout(parent context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	t := c.NewTimer(d)
+	go func() {
+		select {
+		case <-t.C():
+			cancel(context.DeadlineExceeded)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		t.Stop()
+		cancel(context.Canceled)
+	}
+}

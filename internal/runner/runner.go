@@ -246,7 +246,7 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 		// runner can prove is a lease counted from the claim's send, and
 		// it may be nearly over. Renew it before starting the command.
 		var rep Report
-		if anchor, rep = r.proveLease(ctx, clk, log, e); rep.Err != nil {
+		if anchor, e.LeaseUntil, rep = r.proveLease(ctx, clk, log, e); rep.Err != nil {
 			return rep
 		}
 	}
@@ -496,28 +496,32 @@ func (r *Runner) observeRenewal(res claim.Result, err error) {
 }
 
 // proveLease renews e's lease before its command starts and returns the
-// instant the renewal was sent, from which the lease counts. A renewal that
+// instant the renewal was sent, from which the lease counts, and the
+// lease's new end in store time ("job started" logs it). A renewal that
 // fails leaves the command unstarted: fenced, or unproven (a backup takes
 // the run over once the lease has expired).
-func (r *Runner) proveLease(ctx context.Context, clk clock.Clock, log *zap.Logger, e Execution) (time.Time, Report) {
+func (r *Runner) proveLease(ctx context.Context, clk clock.Clock, log *zap.Logger, e Execution) (time.Time, time.Time, Report) {
 	leaser := r.Backend.(claim.Leaser)
 	sent := clk.Now()
-	cctx, cancel := withClockTimeout(ctx, clk, callTimeout(e.Job))
+	cctx, cancel := clock.WithTimeout(ctx, clk, callTimeout(e.Job))
 	res, err := leaser.Renew(cctx, e.Fence, e.Job.Lease)
 	cancel()
 	r.observeRenewal(res, err)
 	switch {
 	case errors.Is(err, claim.ErrFenced):
 		log.Warn("job not started: the run belongs to another attempt", zap.Error(err))
-		return sent, Report{Fenced: true, Err: fmt.Errorf("surrendered the run: %w", err)}
+		return sent, e.LeaseUntil, Report{Fenced: true, Err: fmt.Errorf("surrendered the run: %w", err)}
 	case err != nil:
 		log.Warn("job not started: the claim was answered too late to prove the lease, and renewing it failed", zap.Error(err))
-		return sent, Report{Fenced: true, Err: fmt.Errorf("%w: %w", ErrLeaseLost, err)}
+		return sent, e.LeaseUntil, Report{Fenced: true, Err: fmt.Errorf("%w: %w", ErrLeaseLost, err)}
 	}
 	if left := res.LeaseUntil.Sub(res.StoreNow); !res.LeaseUntil.IsZero() && !res.StoreNow.IsZero() && left < e.Job.Lease {
 		sent = sent.Add(left - e.Job.Lease)
 	}
-	return sent, Report{}
+	if res.LeaseUntil.IsZero() {
+		return sent, e.LeaseUntil, Report{}
+	}
+	return sent, res.LeaseUntil, Report{}
 }
 
 // hardStop ends an attempt that the daemon's hard stop interrupted: lease
@@ -600,61 +604,26 @@ func (r *Runner) record(ctx context.Context, clk clock.Clock, log *zap.Logger, f
 // claim.ErrNotFound), retrying other errors with backoff on clk for window,
 // or until giveUp is closed. onFirstFailure is called once, at the first
 // retried error. The calls run under ctx without its cancellation: retry is
-// used after the daemon's hard stop too.
+// used after the daemon's hard stop too. Between calls it never waits
+// longer than one call may take: the lease keeps running while the result
+// waits to be recorded.
 func retry(ctx context.Context, clk clock.Clock, window, perCall time.Duration, giveUp <-chan struct{}, op func(context.Context) error, onFirstFailure func(error)) (int, error) {
-	wctx, cancel := withClockTimeout(context.WithoutCancel(ctx), clk, window)
+	wctx, cancel := clock.WithTimeout(context.WithoutCancel(ctx), clk, window)
 	defer cancel()
-	backoff := backoffMin
-	for attempt := 1; ; attempt++ {
-		// Each call has its own deadline: a request stuck on a connection
-		// whose replies are lost must not use up the window; the next call
-		// gets a fresh connection.
-		cctx, ccancel := withClockTimeout(wctx, clk, perCall)
-		err := op(cctx)
-		ccancel()
-		if err == nil || errors.Is(err, claim.ErrFenced) || errors.Is(err, claim.ErrNotFound) {
-			return attempt, err
-		}
-		if attempt == 1 {
-			onFirstFailure(err)
-		}
-		t := clk.NewTimer(backoff)
-		select {
-		case <-t.C():
-		case <-wctx.Done():
-			t.Stop()
-			return attempt, err
-		case <-giveUp:
-			t.Stop()
-			return attempt, err
-		}
-		// Never wait longer between calls than one call may take: the
-		// lease keeps running while the result waits to be recorded.
-		backoff = min(2*backoff, backoffMax, perCall)
-	}
+	return claim.Retry{
+		Clock: clk, PerCall: perCall, Min: backoffMin, Max: backoffMax, GiveUp: giveUp,
+		OnFailure: func(call int, err error) {
+			if call == 1 {
+				onFirstFailure(err)
+			}
+		},
+	}.Do(wctx, op)
 }
 
 // callTimeout bounds one call to the store after the command: two
 // heartbeats, at least two seconds (a new connection over a slow network
 // takes several round trips).
 func callTimeout(j config.Job) time.Duration { return max(2*j.Heartbeat, 2*time.Second) }
-
-// withClockTimeout is context.WithTimeout on clk.
-func withClockTimeout(parent context.Context, clk clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	t := clk.NewTimer(d)
-	go func() {
-		select {
-		case <-t.C():
-			cancel(context.DeadlineExceeded)
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() {
-		t.Stop()
-		cancel(context.Canceled)
-	}
-}
 
 // fields are the zap fields every message about the attempt carries.
 func (r *Runner) fields(e Execution) []zap.Field {

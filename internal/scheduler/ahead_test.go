@@ -301,8 +301,10 @@ func TestOverlapSkippedAfterTheHold(t *testing.T) {
 		case <-time.After(time.Millisecond):
 		}
 	}
-	if _, _, err := h.store.Read(ctx, "tick", slotOf(1)); err == nil {
-		t.Fatal("slot 1 was claimed although slot 0 ran through its hold")
+	// The slot is recorded skipped, held by slot 0: no attempt ran it.
+	run, _, err := h.store.Read(ctx, "tick", slotOf(1))
+	if err != nil || run.Status != claim.StatusSkipped || run.Reason != "overlap" || run.HeldBy != slotOf(0) || run.Attempt != 0 {
+		t.Fatalf("slot 1 after slot 0 ran through its hold: got %+v, %v; want skipped (overlap) held by slot 0, no attempt", run, err)
 	}
 }
 

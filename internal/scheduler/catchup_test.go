@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/claim/memclaim"
 	"github.com/anarchon/anarchon/internal/config"
 )
 
@@ -71,9 +72,9 @@ func TestCatchUpPolicies(t *testing.T) {
 		last   int    // the last slot of the missed line
 		reason string // the missed line's reasons
 	}{
-		{config.CatchUpLatest, []int{0}, map[string]int{"tick/late": 5, "tick/catch_up": 4}, -1, "late,catch_up"},
-		{config.CatchUpAll, []int{-4, -3, -2, -1, 0}, map[string]int{"tick/late": 5}, -5, "late"},
-		{config.CatchUpNone, nil, map[string]int{"tick/late": 5, "tick/catch_up": 5}, 0, "late,catch_up"},
+		{config.CatchUpLatest, []int{0}, map[string]int{"tick/all_down": 5, "tick/catch_up": 4}, -1, "all_down,catch_up"},
+		{config.CatchUpAll, []int{-4, -3, -2, -1, 0}, map[string]int{"tick/all_down": 5}, -5, "all_down"},
+		{config.CatchUpNone, nil, map[string]int{"tick/all_down": 5, "tick/catch_up": 5}, 0, "all_down,catch_up"},
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
 			h := newHarness(t)
@@ -108,6 +109,14 @@ func TestCatchUpPolicies(t *testing.T) {
 			if f["slots"] != int64(n) || !f["first"].(time.Time).Equal(slotTime(-9)) ||
 				!f["last"].(time.Time).Equal(slotTime(tc.last)) || f["reason"] != tc.reason {
 				t.Errorf("missed line %v, want %d slots from -9 to %+d, reason %s", f, n, tc.last, tc.reason)
+			}
+			// Each slot not run is recorded in the store with its reason.
+			notes := h.awaitNotes(t, "tick", n)
+			for sec := -9; sec <= tc.last; sec++ {
+				want := map[bool]string{true: ReasonAllDown, false: ReasonCatchUp}[sec <= -5]
+				if got := notes[slotOf(sec)]; got.Status != claim.StatusMissed || got.Reason != want || got.Instance != "a" {
+					t.Errorf("slot %+d recorded %s (%s) by %q, want missed (%s) by a", sec, got.Status, got.Reason, got.Instance, want)
+				}
 			}
 			h.clk.Advance(time.Second)
 			if e := h.next(); e.e.Fence.Slot != slotOf(1) {
@@ -192,7 +201,7 @@ func TestReloadRunsNothingFromBeforeIt(t *testing.T) {
 
 // listDown fails every ListRuns while down is set.
 type listDown struct {
-	claim.Backend
+	*memclaim.Backend
 	down atomic.Bool
 }
 
@@ -252,7 +261,7 @@ func TestCatchUpWaitsForTheStore(t *testing.T) {
 	if e := h.next(); e.e.Fence.Slot != slotOf(0) {
 		t.Fatalf("ran %s, want the catch-up slot 0", e.e.Fence)
 	}
-	if got, want := missed.get(), map[string]int{"tick/late": 3, "tick/catch_up": 1}; !maps.Equal(got, want) {
+	if got, want := missed.get(), map[string]int{"tick/all_down": 3, "tick/catch_up": 1}; !maps.Equal(got, want) {
 		t.Errorf("missed %v, want %v", got, want)
 	}
 }
@@ -278,12 +287,18 @@ func TestCatchUpGivenUpWhileTheStoreIsDown(t *testing.T) {
 	}
 	b.down.Store(false)
 	h.stepUntilDecided(st.s, 500*time.Millisecond)
-	want := map[string]int{"tick/late": 3, "tick/catch_up": 1, "tick/store_unreachable": 1}
+	want := map[string]int{"tick/all_down": 3, "tick/catch_up": 1, "tick/store_unreachable": 1}
 	if got := missed.get(); !maps.Equal(got, want) {
 		t.Errorf("missed %v, want %v", got, want)
 	}
-	if lines := missedLines(logs, "tick"); len(lines) != 1 || lines[0].ContextMap()["reason"] != "late,catch_up,store_unreachable" {
+	if lines := missedLines(logs, "tick"); len(lines) != 1 || lines[0].ContextMap()["reason"] != "all_down,catch_up,store_unreachable" {
 		t.Errorf("missed lines %v, want one with every reason", lines)
+	}
+	notes := h.awaitNotes(t, "tick", 5)
+	for sec, want := range map[int]string{-4: ReasonAllDown, -3: ReasonAllDown, -2: ReasonAllDown, -1: ReasonCatchUp, 0: ReasonStoreUnreachable} {
+		if got := notes[slotOf(sec)]; got.Status != claim.StatusMissed || got.Reason != want {
+			t.Errorf("slot %+d recorded %s (%s), want missed (%s)", sec, got.Status, got.Reason, want)
+		}
 	}
 }
 
@@ -352,7 +367,12 @@ func TestLastAtOrBefore(t *testing.T) {
 
 // lateStore answers every claim late, as a store does when nobody claimed
 // the slot within maxLate (a claim delayed past it).
+// lateStore answers every claim late; it records notes but decides no batch.
 type lateStore struct{ claim.Backend }
+
+func (l lateStore) Record(ctx context.Context, n claim.Note) (bool, error) {
+	return l.Backend.(claim.Recorder).Record(ctx, n)
+}
 
 func (l lateStore) Claim(context.Context, claim.Request) (claim.Result, error) {
 	return claim.Result{Outcome: claim.Late}, nil
@@ -376,4 +396,57 @@ func TestClaimAnsweredLateCountsMissed(t *testing.T) {
 		}
 	}
 	h.none(1)
+	for slot, r := range h.awaitNotes(t, "tick", 3) {
+		if r.Status != claim.StatusMissed || r.Reason != ReasonLate {
+			t.Errorf("slot %d recorded %s (%s), want missed (late)", slot, r.Status, r.Reason)
+		}
+	}
+}
+
+// awaitNotes waits until the store holds n notes of job and returns them
+// by slot.
+func (h *harness) awaitNotes(t *testing.T, job string, n int) map[int64]claim.Run {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		runs, err := h.store.ListRuns(t.Context(), claim.ListQuery{Job: job, Limit: 1000, Statuses: claim.NoteStatuses})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) >= n {
+			out := map[int64]claim.Run{}
+			for _, r := range runs {
+				out[r.Slot] = r
+			}
+			if len(runs) > n {
+				t.Fatalf("%d notes of %s, want %d: %+v", len(runs), job, n, runs)
+			}
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d notes of %s recorded, want %d: %+v", len(runs), job, n, runs)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A span of missed slots is noted by its newest maxSpanNotes slots, oldest
+// first, ending at the span's last; a short span by all of them.
+func TestNewestSlots(t *testing.T) {
+	e := entryOf(t, job("tick", "* * * * * *"))
+	long := span{n: 5000, first: slotTime(-4999), last: slotTime(0)}
+	got := newestSlots(e.sched, long, 1000)
+	if len(got) != 1000 || !got[0].Equal(slotTime(-999)) || !got[999].Equal(slotTime(0)) {
+		t.Fatalf("newest of 5000: %d slots from %v to %v, want 1000 from -999 to 0", len(got), got[0], got[len(got)-1])
+	}
+	short := span{n: 3, first: slotTime(-7), last: slotTime(-5)}
+	if got := newestSlots(e.sched, short, 1000); len(got) != 3 || !got[0].Equal(slotTime(-7)) || !got[2].Equal(slotTime(-5)) {
+		t.Fatalf("newest of 3: got %v, want -7, -6, -5", got)
+	}
+	rare := entryOf(t, job("daily", "0 0 0 * * *"))
+	day := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	sp := span{n: 30, first: day, last: day.AddDate(0, 0, 29)}
+	if got := newestSlots(rare.sched, sp, 10); len(got) != 10 || !got[9].Equal(sp.last) || !got[0].Equal(day.AddDate(0, 0, 20)) {
+		t.Fatalf("newest 10 of 30 days: got %v", got)
+	}
 }

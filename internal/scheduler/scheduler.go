@@ -115,6 +115,8 @@ type Scheduler struct {
 	// uses it.
 	drain    context.Context
 	endDrain context.CancelFunc
+	// notes records the slots no attempt ran (notes.go).
+	notes *notes
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -158,6 +160,7 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 		s.batch = newCoalescer(b)
 	}
 	s.prep = newPreparer(o.Backend)
+	s.notes = newNotes(o.Backend)
 	s.peers.log = o.Log
 	return s, nil
 }
@@ -203,6 +206,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	if p, ok := s.o.Backend.(claim.Pruner); ok && s.o.Retention > 0 {
 		wg.Go(func() { s.pruneLoop(ctx, p) })
+	}
+	if s.notes.rec != nil {
+		wg.Go(func() { s.recordNotes(ctx) })
 	}
 
 	h := &slotHeap{}
@@ -424,6 +430,7 @@ func (s *Scheduler) skipMissed(e *entry, first, now time.Time) time.Time {
 		zap.String("job", e.job.Name), zap.Int("slots", n), zap.String("reason", ReasonLate),
 		zap.Time("first", first), zap.Time("last", last), zap.Duration("maxLate", e.job.MaxLate))
 	s.countMissed(e.job.Name, ReasonLate, n)
+	s.noteSpan(e.job.Name, e.sched, span{n: n, first: first, last: last}, ReasonLate)
 	return next
 }
 
@@ -450,11 +457,12 @@ func (s *Scheduler) follow(ctx, runCtx context.Context, job config.Job, slot tim
 			}
 			c, ok = s.watch(ctx, job, slot, watchBackup)
 		case claim.Overlap:
-			// Skipped here because another run of the job was live; but
-			// another instance may still win the slot within maxLate
-			// (its claim came after that run ended). Watch it too, so
-			// that such a run has backups.
-			if s.leaser == nil {
+			// Skipped because another run of the job was live, when
+			// the note of it stands. Otherwise another instance won
+			// the slot first, or may still win it within maxLate (its
+			// claim came after that run ended, the note unrecorded):
+			// watch it too, so that such a run has backups.
+			if s.skipped(ctx, job, slot) || s.leaser == nil {
 				return
 			}
 			c, ok = s.watch(ctx, job, slot, watchPending)
@@ -462,6 +470,10 @@ func (s *Scheduler) follow(ctx, runCtx context.Context, job config.Job, slot tim
 			// Nobody claimed the slot within maxLate: a slot missed, as
 			// one older than maxLate before its claim is.
 			s.countMissed(job.Name, ReasonLate, 1)
+			s.note(job.Name, slot, claim.StatusMissed, ReasonLate)
+			return
+		case claim.Unknown:
+			s.note(job.Name, slot, claim.StatusUnknown, reasonNoDecision)
 			return
 		default:
 			return
@@ -603,6 +615,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 		if first && s.o.Clock.Now().Sub(slot) > s.resendFor(job) {
 			log.Warn("claim abandoned: no answer from the store within maxLate of the slot (a lease more on a lease store)", zap.Error(err))
 			s.countMissed(job.Name, ReasonStoreUnreachable, 1)
+			s.note(job.Name, slot, claim.StatusMissed, ReasonStoreUnreachable)
 			return answered{}, false
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)

@@ -127,7 +127,7 @@ func (st *starter) decide(h *slotHeap, r startRead) {
 	// Otherwise the job was given up, or never held (its policy runs
 	// nothing from the past: p.run is empty): the policy's slots were not
 	// run.
-	st.s.reportStart(r.e.job, p, st.start)
+	st.s.reportStart(r.e, p, st.start)
 	if st.pending--; st.pending == 0 {
 		close(st.s.decided)
 	}
@@ -136,7 +136,8 @@ func (st *starter) decide(h *slotHeap, r startRead) {
 // reportStart counts and logs, in one line per job, the slots from before
 // the start that it does not run: p.run holds those of the policy that
 // were given up (the store unreachable).
-func (s *Scheduler) reportStart(job config.Job, p startPlan, start time.Time) {
+func (s *Scheduler) reportStart(e *entry, p startPlan, start time.Time) {
+	job := e.job
 	if p.why != "" {
 		s.o.Log.Debug("nothing from before the start: "+map[string]string{
 			"new":     "the store has no run of the job (new to the cluster)",
@@ -146,7 +147,7 @@ func (s *Scheduler) reportStart(job config.Job, p startPlan, start time.Time) {
 	counts := []struct {
 		reason string
 		sp     span
-	}{{ReasonLate, p.late}, {ReasonCatchUp, p.skipped}, {ReasonStoreUnreachable, p.run}}
+	}{{ReasonAllDown, p.late}, {ReasonCatchUp, p.skipped}, {ReasonStoreUnreachable, p.run}}
 	var all span
 	var reasons []string
 	fields := []zap.Field{zap.String("job", job.Name)}
@@ -158,6 +159,7 @@ func (s *Scheduler) reportStart(job config.Job, p startPlan, start time.Time) {
 		reasons = append(reasons, c.reason)
 		fields = append(fields, zap.Int(c.reason, c.sp.n))
 		s.countMissed(job.Name, c.reason, c.sp.n)
+		s.noteSpan(job.Name, e.sched, c.sp, c.reason)
 	}
 	if all.n == 0 {
 		return

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
-	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
 )
 
@@ -93,20 +92,11 @@ func (s *Scheduler) unstarted(job config.Job, c answered) {
 // stop's window is over; it returns op's last error. name is the call's
 // name in the store's health (metrics: op).
 func (s *Scheduler) untilDrained(job config.Job, name string, op func(context.Context) error) error {
-	backoff := 100 * time.Millisecond
-	for {
-		cctx, cancel := context.WithTimeout(s.drain, s.callTimeout(job))
-		err := op(cctx)
-		cancel()
-		if err == nil || errors.Is(err, claim.ErrFenced) || errors.Is(err, claim.ErrNotFound) {
-			return err
-		}
-		s.health.failed(name, err)
-		if clock.Sleep(s.drain, s.o.Clock, backoff) != nil {
-			return err
-		}
-		backoff = min(2*backoff, time.Second)
-	}
+	_, err := claim.Retry{
+		Clock: s.o.Clock, PerCall: s.callTimeout(job), Min: 100 * time.Millisecond, Max: time.Second,
+		OnFailure: func(_ int, err error) { s.health.failed(name, err) },
+	}.Do(s.drain, op)
+	return err
 }
 
 // unanswered logs a claim that the stop left without an answer although

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -32,6 +33,12 @@ type Record struct {
 	DurationMs *int64  `json:"duration_ms"`
 	ExitCode   *int    `json:"exit_code"`
 	OutputTail string  `json:"output_tail"`
+	// Reason says why a slot no attempt ran was skipped, missed or
+	// unknown; empty for a run.
+	Reason string `json:"reason"`
+	// HeldBySlotMs is, for a slot skipped for overlap, the slot of the
+	// run that held the job (null when not known, and for the others).
+	HeldBySlotMs *int64 `json:"held_by_slot_ms"`
 }
 
 // RecordOf converts a run, sanitising its strings.
@@ -46,6 +53,11 @@ func RecordOf(r claim.Run) Record {
 		Token:      Sanitize(string(r.Token)),
 		ExitCode:   r.ExitCode,
 		OutputTail: Sanitize(r.OutputTail),
+		Reason:     Sanitize(r.Reason),
+	}
+	if r.HeldBy != 0 {
+		h := r.HeldBy
+		rec.HeldBySlotMs = &h
 	}
 	if !r.StartedAt.IsZero() {
 		s := r.StartedAt.UTC().Format(time.RFC3339Nano)
@@ -88,12 +100,78 @@ func WriteTable(w io.Writer, runs []claim.Run) error {
 			exit = strconv.Itoa(*r.ExitCode)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
-			rec.Job, rec.Slot, rec.Status, rec.Attempt, rec.Instance, started, dur, exit)
+			rec.Job, rec.Slot, statusCell(rec), rec.Attempt, rec.Instance, started, dur, exit)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
 	return nil
+}
+
+// statusCell is the STATUS column: the status, and for a slot no attempt
+// ran its reason and the slot of the run that held the job.
+func statusCell(rec Record) string {
+	switch {
+	case rec.HeldBySlotMs != nil:
+		return fmt.Sprintf("%s (%s; held by %s)", rec.Status, rec.Reason,
+			time.UnixMilli(*rec.HeldBySlotMs).UTC().Format(time.RFC3339Nano))
+	case rec.Reason != "":
+		return fmt.Sprintf("%s (%s)", rec.Status, rec.Reason)
+	}
+	return rec.Status
+}
+
+// Outcomes are the values of status --outcome: the run states, abandoned
+// (computed), and the outcomes of slots no attempt ran.
+var Outcomes = append(append(append([]claim.Status{}, claim.RunStatuses...), Abandoned), claim.NoteStatuses...)
+
+// Filter is what status shows: the runs of some outcomes, or all.
+type Filter struct {
+	// Outcomes selects; empty: the runs (claim.RunStatuses and abandoned),
+	// not the slots no attempt ran.
+	Outcomes []claim.Status
+	All      bool
+}
+
+// ParseOutcomes reads a comma-separated list of outcomes.
+func ParseOutcomes(list string) ([]claim.Status, error) {
+	var out []claim.Status
+	for _, f := range strings.Split(list, ",") {
+		st := claim.Status(strings.TrimSpace(f))
+		if !slices.Contains(Outcomes, st) {
+			return nil, fmt.Errorf("outcome %q: want a comma-separated list of %v", f, Outcomes)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// Query is the store's selection for f (abandoned runs are running ones).
+func (f Filter) Query() []claim.Status {
+	switch {
+	case f.All:
+		return nil
+	case len(f.Outcomes) == 0:
+		return claim.RunStatuses
+	}
+	var q []claim.Status
+	for _, st := range f.Outcomes {
+		if st == Abandoned {
+			st = claim.StatusRunning
+		}
+		if !slices.Contains(q, st) {
+			q = append(q, st)
+		}
+	}
+	return q
+}
+
+// Keep returns the runs of runs, marked by Liveness.Mark, that f shows.
+func (f Filter) Keep(runs []claim.Run) []claim.Run {
+	if f.All || len(f.Outcomes) == 0 {
+		return runs
+	}
+	return slices.DeleteFunc(runs, func(r claim.Run) bool { return !slices.Contains(f.Outcomes, r.Status) })
 }
 
 // Sanitize neutralises what could drive a terminal: control characters (C0,

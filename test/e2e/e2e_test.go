@@ -154,6 +154,8 @@ func params(st store, dir, root string) testscript.Params {
 			"solo":          cmdSolo,
 			"slotcount":     cmdSlotCount,
 			"catchupcheck":  cmdCatchUpCheck,
+			"accounted":     cmdAccounted,
+			"outcomes":      cmdOutcomes,
 		},
 	}
 }
