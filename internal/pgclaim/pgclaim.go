@@ -12,6 +12,15 @@
 // claim" without taking any lock; only a run with no state or an expired
 // lease calls the function.
 //
+// The backend is a claim.Recorder: the outcome of a slot no attempt ran
+// (skipped, missed, unknown) is a row of the table too, a note (schema
+// migration 5), inserted with ON CONFLICT DO NOTHING. A note is final: its
+// status is not running, so the claim function answers it done (with no
+// holder) from its first read, the overlap question (running rows only)
+// never counts it, and Prune deletes it once old like a finished run. A
+// note that lands between the function's read under the job's lock and
+// its INSERT makes that INSERT do nothing, and the claim is answered done.
+//
 // Renew, Finish and Release are single UPDATE statements fenced by token
 // and status. Store time is PostgreSQL's clock_timestamp(); the backend
 // never consults the Go clock for a decision.
@@ -118,7 +127,8 @@ type Options struct {
 	tracer pgx.QueryTracer
 }
 
-// Backend is a claim.Leaser and claim.Pruner on one PostgreSQL table. It is
+// Backend is a claim.Leaser, claim.Pruner and claim.Recorder on one
+// PostgreSQL table. It is
 // safe for concurrent use.
 type Backend struct {
 	pool    *pgxpool.Pool
@@ -129,10 +139,11 @@ type Backend struct {
 }
 
 var (
-	_ claim.Backend = (*Backend)(nil)
-	_ claim.Leaser  = (*Backend)(nil)
-	_ claim.Pruner  = (*Backend)(nil)
-	_ claim.Batcher = (*Backend)(nil)
+	_ claim.Backend  = (*Backend)(nil)
+	_ claim.Leaser   = (*Backend)(nil)
+	_ claim.Pruner   = (*Backend)(nil)
+	_ claim.Batcher  = (*Backend)(nil)
+	_ claim.Recorder = (*Backend)(nil)
 )
 
 func init() {
@@ -167,6 +178,8 @@ func newNames(schema, table string) names {
 			"{{live}}", i("_live"),
 			"{{slotidx}}", i("_slot_job"),
 			"{{histidx}}", i("_history_run"),
+			"{{statuscheck}}", i("_status_check"),
+			"{{attemptcheck}}", i("_attempt_check"),
 			"{{now}}", nowMs,
 		),
 	}
@@ -192,6 +205,7 @@ type queries struct {
 	selectRun, claim, claimBatch, renew        string
 	finish, release                            string
 	listRuns, listJobRuns, prune, pruneJobs    string
+	listStatus, listJobStatus, record          string
 	currentVersion, recordVersion, createTable string
 }
 
@@ -205,6 +219,9 @@ func newQueries(n names) queries {
 		release:        n.expand(releaseSQL),
 		listRuns:       n.expand(listRunsSQL),
 		listJobRuns:    n.expand(listJobRunsSQL),
+		listStatus:     n.expand(listStatusSQL),
+		listJobStatus:  n.expand(listJobStatusSQL),
+		record:         n.expand(recordSQL),
 		prune:          n.expand(pruneSQL),
 		pruneJobs:      n.expand(pruneJobsSQL),
 		currentVersion: n.expand(currentVersionSQL),
@@ -612,13 +629,13 @@ func (b *Backend) result(req claim.Request, r claimRow) claim.Result {
 // readRun returns the run (nil when there is none) and store now.
 func (b *Backend) readRun(ctx context.Context, job string, slot int64) (*claim.Run, time.Time, error) {
 	var (
-		now                                 int64
-		rjob, status, instance, token, tail *string
-		rslot, started, finished, until     *int64
-		attempt, exitCode                   *int32
+		now                                         int64
+		rjob, status, instance, token, tail, reason *string
+		rslot, started, finished, until, heldBy     *int64
+		attempt, exitCode                           *int32
 	)
 	err := b.pool.QueryRow(ctx, b.sql.selectRun, job, slot).Scan(&now, &rjob, &rslot, &status, &attempt,
-		&instance, &token, &started, &finished, &until, &exitCode, &tail)
+		&instance, &token, &started, &finished, &until, &exitCode, &tail, &reason, &heldBy)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -629,6 +646,7 @@ func (b *Backend) readRun(ctx context.Context, job string, slot int64) (*claim.R
 		Job: job, Slot: slot, Status: claim.Status(*status), Attempt: int(*attempt),
 		Instance: *instance, Token: claim.Token(*token),
 		StartedAt: fromMs(*started), LeaseUntil: fromMs(*until), OutputTail: *tail,
+		Reason: *reason, HeldBy: *heldBy,
 	}
 	if finished != nil {
 		r.FinishedAt = fromMs(*finished)
@@ -637,6 +655,7 @@ func (b *Backend) readRun(ctx context.Context, job string, slot int64) (*claim.R
 		c := int(*exitCode)
 		r.ExitCode = &c
 	}
+	noteTimes(r)
 	return r, fromMs(now), nil
 }
 
@@ -722,22 +741,28 @@ func cleanText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "?"), "\x00", "?")
 }
 
-// ListRuns returns recent runs, newest slot first (then by job), at most
-// q.Limit (default 50).
+// ListRuns returns recent runs and notes, newest slot first (then by
+// job), of q.Job (all when empty) and in one of q.Statuses (all when
+// empty), at most q.Limit (default 50).
 func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultListLimit
 	}
-	var (
-		rows pgx.Rows
-		err  error
-	)
-	if q.Job == "" {
-		rows, err = b.pool.Query(ctx, b.sql.listRuns, limit)
-	} else {
-		rows, err = b.pool.Query(ctx, b.sql.listJobRuns, q.Job, limit)
+	statuses := make([]string, len(q.Statuses))
+	for i, st := range q.Statuses {
+		statuses[i] = string(st)
 	}
+	query, args := b.sql.listRuns, []any{limit}
+	switch {
+	case q.Job == "" && len(statuses) > 0:
+		query, args = b.sql.listStatus, append(args, statuses)
+	case len(statuses) > 0:
+		query, args = b.sql.listJobStatus, append(args, q.Job, statuses)
+	case q.Job != "":
+		query, args = b.sql.listJobRuns, append(args, q.Job)
+	}
+	rows, err := b.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, b.secrets.wrap(fmt.Errorf("list runs: %w", err))
 	}
@@ -759,7 +784,7 @@ func scanRun(row pgx.CollectableRow) (claim.Run, error) {
 		exitCode            *int32
 	)
 	if err := row.Scan(&r.Job, &r.Slot, &status, &attempt, &r.Instance, &token,
-		&started, &finished, &leaseUntil, &exitCode, &r.OutputTail); err != nil {
+		&started, &finished, &leaseUntil, &exitCode, &r.OutputTail, &r.Reason, &r.HeldBy); err != nil {
 		return claim.Run{}, err
 	}
 	r.Status, r.Token, r.Attempt = claim.Status(status), claim.Token(token), int(attempt)
@@ -771,12 +796,38 @@ func scanRun(row pgx.CollectableRow) (claim.Run, error) {
 		c := int(*exitCode)
 		r.ExitCode = &c
 	}
+	noteTimes(&r)
 	return r, nil
 }
 
-// Prune deletes the runs whose slot is older than store now - olderThan and
-// that are finished or whose lease ended before that cutoff, with their
-// history; a run with a live lease is never deleted. It then forgets the
+// noteTimes gives a note the zero start and lease of a slot no attempt
+// ran (the row holds 0 in those NOT NULL columns).
+func noteTimes(r *claim.Run) {
+	if r.Status.Noted() {
+		r.StartedAt, r.LeaseUntil = time.Time{}, time.Time{}
+	}
+}
+
+// Record stores n as the run (n.Job, n.Slot), finished at store now, unless
+// the table already has a run or a note of the slot; it reports whether it
+// wrote. One INSERT ... ON CONFLICT DO NOTHING, one round trip, no lock
+// beyond the row's: a claim that inserts the slot's row after it answers
+// done, and one that inserted first makes it write nothing.
+func (b *Backend) Record(ctx context.Context, n claim.Note) (bool, error) {
+	if err := n.Check(); err != nil {
+		return false, fmt.Errorf("record: %w", err)
+	}
+	tag, err := b.pool.Exec(ctx, b.sql.record, n.Job, n.Slot, string(n.Status), n.Instance,
+		cleanText(n.Reason), n.HeldBy)
+	if err != nil {
+		return false, b.secrets.wrap(fmt.Errorf("record %s@%d: %w", n.Job, n.Slot, err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Prune deletes the runs and notes whose slot is older than store now -
+// olderThan and that are finished (every note is) or whose lease ended
+// before that cutoff, with their history; a run with a live lease is never deleted. It then forgets the
 // lock rows of jobs with no runs left. olderThan must exceed every job's
 // maxLate: a pruned slot that is not yet late would be won again.
 func (b *Backend) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {

@@ -661,7 +661,7 @@ func TestContextCancelWhileWaiting(t *testing.T) {
 // TestFunctionMatchesDecide: the claim function and claim.Decide are the
 // same table. Every combination of a run's state (none, running live or
 // expired under the caller's or another token at attempt 1 or 3, each
-// final status), another live run of the job or not, overlap skip or
+// final status, each note), another live run of the job or not, overlap skip or
 // allow, a fresh or a late slot, and maxAttempts 1 or 3 is written to the
 // table directly; the function's answer and the row it leaves must be what
 // claim.Decide says, given the store time the function reports.
@@ -674,6 +674,12 @@ func TestFunctionMatchesDecide(t *testing.T) {
 	}
 	insert := b.names.expand(`INSERT INTO {{runs}} (job, slot, status, attempt, instance, token,
 		started_at, finished_at, lease_until, exit_code, output_tail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, '')`)
+	ms := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0 // a note's
+		}
+		return t.UnixMilli()
+	}
 	put := func(r claim.Run) {
 		t.Helper()
 		var fin *int64
@@ -682,7 +688,7 @@ func TestFunctionMatchesDecide(t *testing.T) {
 			fin = &v
 		}
 		if _, err := b.pool.Exec(ctx, insert, r.Job, r.Slot, string(r.Status), r.Attempt, r.Instance, string(r.Token),
-			r.StartedAt.UnixMilli(), fin, r.LeaseUntil.UnixMilli(), r.ExitCode); err != nil {
+			ms(r.StartedAt), fin, ms(r.LeaseUntil), r.ExitCode); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -704,6 +710,9 @@ func TestFunctionMatchesDecide(t *testing.T) {
 	}
 	for _, st := range []claim.Status{claim.StatusSucceeded, claim.StatusFailed, claim.StatusTimeout, claim.StatusInterrupted} {
 		states = append(states, state{name: string(st), status: st, attempt: 1})
+	}
+	for _, st := range claim.NoteStatuses {
+		states = append(states, state{name: string(st), status: st})
 	}
 	n := 0
 	for _, st := range states {
@@ -731,10 +740,13 @@ func TestFunctionMatchesDecide(t *testing.T) {
 							}
 							if st.status.Final() {
 								r.FinishedAt = now.Add(-time.Hour)
-								if st.status != claim.StatusInterrupted {
+								if st.status != claim.StatusInterrupted && !st.status.Noted() {
 									code := 0
 									r.ExitCode = &code
 								}
+							}
+							if st.status.Noted() {
+								r.Token, r.StartedAt, r.LeaseUntil = "", time.Time{}, time.Time{}
 							}
 							put(r)
 							cur = &r

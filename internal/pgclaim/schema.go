@@ -18,6 +18,9 @@ import "strings"
 //	{{live}}     "t_live"          index names (created in the table's schema)
 //	{{slotidx}}  "t_slot_job"
 //	{{histidx}}  "t_history_run"
+//	{{statuscheck}}, {{attemptcheck}}  "t_status_check", "t_attempt_check":
+//	             the names PostgreSQL gave the CHECK constraints of
+//	             migration 1's status and attempt columns
 //	{{now}}      store now in integer milliseconds (nowMs)
 //
 // Times are integer milliseconds since the Unix epoch in store time, as in
@@ -320,7 +323,33 @@ var migrations = []string{
 	// claim): version 3's function with that one change, derived from it
 	// below so that the two cannot drift apart elsewhere.
 	claimV4,
+	// 5: notes, the outcomes of slots no attempt ran (claim.Recorder). A
+	// note is a row of {{runs}} with status skipped | missed | unknown,
+	// attempt 0, token '', started_at and lease_until 0 (read back as zero
+	// times), finished_at the store time it was recorded, and two new
+	// columns: why the slot was not run, and for a slot skipped for
+	// overlap the slot of the run that held it (0: none or not known).
+	// Both have constant defaults, so adding them rewrites no row, and
+	// instances of version 4 still running during an upgrade (which name
+	// their columns) keep working. The CHECK constraints admit the notes:
+	// the new ones are looser than the old, which every row satisfies, and
+	// one ALTER TABLE replaces them (one lock, one validating scan of a
+	// table that Prune keeps short). The overlap question and the {{live}}
+	// index read running rows only: a note is never live.
+	notesV5 + claimV5,
 }
+
+// notesV5 is the table change of migration 5.
+const notesV5 = `	ALTER TABLE {{runs}}
+		ADD COLUMN reason text NOT NULL DEFAULT '',
+		ADD COLUMN held_by bigint NOT NULL DEFAULT 0,
+		DROP CONSTRAINT {{statuscheck}},
+		DROP CONSTRAINT {{attemptcheck}},
+		ADD CONSTRAINT {{statuscheck}} CHECK (status IN ('running', 'succeeded', 'failed', 'timeout', 'interrupted',
+			'skipped', 'missed', 'unknown')),
+		ADD CONSTRAINT {{attemptcheck}} CHECK (CASE WHEN status IN ('skipped', 'missed', 'unknown')
+			THEN attempt = 0 ELSE attempt >= 1 END);
+`
 
 // claimV3 is migration 3 (released: never edit it).
 const claimV3 = `	DROP FUNCTION {{claim}}(text, bigint, text, text, bigint, bigint, integer, boolean);
@@ -444,6 +473,23 @@ var claimV4 = derive(claimV3, "CREATE FUNCTION",
 	"VALUES (p_job, p_slot, 'running', 1, p_instance, p_token,\n\t\t\t\t\tnow_ms, NULL,",
 	"VALUES (p_job, p_slot, 'running', 1, p_instance, p_token,\n\t\t\t\t\tgreatest(now_ms, p_slot), NULL,")
 
+// claimV5 is migration 5's function: claimV4's, replaced, with two
+// changes for notes. A note answers done with no holder, as claim.Decide
+// does (only a run that ran to its end names one). And the first
+// attempt's INSERT does nothing when the slot's row appeared since the
+// read under the job's lock: claims write only under that lock, so the
+// row is a note recorded meanwhile (Record takes no lock), and the claim
+// is answered done; without the ON CONFLICT it would fail with a unique
+// violation. The INSERT waits for a note not yet committed, and inserts
+// if that note's transaction rolls back.
+var claimV5 = derive(claimV4, "CREATE OR REPLACE FUNCTION",
+	"IF cur.status <> 'interrupted' THEN",
+	"IF cur.status NOT IN ('interrupted', 'skipped', 'missed', 'unknown') THEN",
+	"NULL, now_ms + p_lease_ms, NULL, '');\n\t\t\tINSERT INTO {{history}}",
+	"NULL, now_ms + p_lease_ms, NULL, '')\n\t\t\t\tON CONFLICT (job, slot) DO NOTHING;\n"+
+		"\t\t\tIF NOT FOUND THEN\n\t\t\t\toutcome := 'done';\n\t\t\t\tRETURN;\n\t\t\tEND IF;\n"+
+		"\t\t\tINSERT INTO {{history}}")
+
 // derive returns base from its first occurrence of from on, with each
 // pair of replacements (old, new) applied once; it panics, at package
 // initialisation, when from or an old string is not in base.
@@ -489,7 +535,8 @@ const (
 // SQL of the claim, the reads and the fenced writes.
 const (
 	runColumns = `r.job, r.slot, r.status, r.attempt, r.instance, r.token,
-		r.started_at, r.finished_at, r.lease_until, r.exit_code, r.output_tail`
+		r.started_at, r.finished_at, r.lease_until, r.exit_code, r.output_tail,
+		r.reason, r.held_by`
 
 	// selectRunSQL reads store now and the run (all NULL when there is
 	// none) in one plain statement: the read before the transaction
@@ -540,9 +587,22 @@ const (
 		RETURNING attempt`
 
 	// listRunsSQL and listJobRunsSQL serve status, newest slot first (index
-	// {{slotidx}} and the primary key).
+	// {{slotidx}} and the primary key); with listStatusSQL, of the runs in
+	// the states of the array $1.
 	listRunsSQL    = `SELECT ` + runColumns + ` FROM {{runs}} AS r ORDER BY r.slot DESC, r.job LIMIT $1`
-	listJobRunsSQL = `SELECT ` + runColumns + ` FROM {{runs}} AS r WHERE r.job = $1 ORDER BY r.slot DESC LIMIT $2`
+	listJobRunsSQL = `SELECT ` + runColumns + ` FROM {{runs}} AS r WHERE r.job = $2 ORDER BY r.slot DESC LIMIT $1`
+	listStatusSQL  = `SELECT ` + runColumns + ` FROM {{runs}} AS r WHERE r.status = ANY($2::text[])
+		ORDER BY r.slot DESC, r.job LIMIT $1`
+	listJobStatusSQL = `SELECT ` + runColumns + ` FROM {{runs}} AS r WHERE r.job = $2 AND r.status = ANY($3::text[])
+		ORDER BY r.slot DESC LIMIT $1`
+
+	// recordSQL inserts a note unless the slot has a row (a claim or an
+	// earlier note), stamped with store time. It takes no lock: a claim
+	// that inserts the slot's row after it answers done (claimV5).
+	recordSQL = `INSERT INTO {{runs}} (job, slot, status, attempt, instance, token,
+			started_at, finished_at, lease_until, exit_code, output_tail, reason, held_by)
+		VALUES ($1, $2, $3, 0, $4, '', 0, {{now}}, 0, NULL, '', $5, $6)
+		ON CONFLICT (job, slot) DO NOTHING`
 
 	// lockPruneSQL serialises the prunes of several instances.
 	lockPruneSQL = `SELECT pg_advisory_xact_lock($1)`

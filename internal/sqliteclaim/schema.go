@@ -40,6 +40,17 @@ var migrations = []string{
 		at       INTEGER NOT NULL                -- store time
 	);
 	CREATE INDEX run_history_run ON run_history (job, slot);`,
+	// 2: notes, the outcomes of slots no attempt ran (claim.Recorder). A
+	// note is a row of runs with status skipped | missed | unknown,
+	// attempt 0, token '', started_at and lease_until 0 (read back as zero
+	// times), finished_at the store time it was recorded, and these two
+	// columns: why the slot was not run, and for a slot skipped for overlap
+	// the slot of the run that held it (0: none or not known). Claims,
+	// results and older binaries leave them at their defaults. The runs_live
+	// index and the overlap question read running rows only, so notes never
+	// count as live.
+	`ALTER TABLE runs ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+	ALTER TABLE runs ADD COLUMN held_by INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // SQL of the migration machinery.

@@ -10,6 +10,15 @@
 // implements. Store time is SQLite's own clock (unixepoch('subsec'), read in
 // the SQL); the backend never consults the Go clock for a decision.
 //
+// The backend is a claim.Recorder: the outcome of a slot no attempt ran
+// (skipped, missed, unknown) is a row of runs too, a note (schema
+// migration 2), inserted if the slot has no row yet. A note is final: its
+// status is not running, so a claim answers it done from the plain read,
+// the overlap question (running rows only) never counts it, and Prune
+// deletes it once old like a finished run. Within the claim's write
+// transaction the run is read again under the write lock, so a note
+// recorded before it commits is seen there.
+//
 // The file must be on a local filesystem: SQLite's locking is not reliable
 // over NFS or SMB, and this backend is not supported there.
 package sqliteclaim
@@ -56,7 +65,8 @@ type Options struct {
 	Log *zap.Logger
 }
 
-// Backend is a claim.Leaser and claim.Pruner on one SQLite file. It is safe
+// Backend is a claim.Leaser, claim.Pruner and claim.Recorder on one SQLite
+// file. It is safe
 // for concurrent use.
 type Backend struct {
 	db   *sql.DB
@@ -71,10 +81,11 @@ type Backend struct {
 }
 
 var (
-	_ claim.Backend = (*Backend)(nil)
-	_ claim.Leaser  = (*Backend)(nil)
-	_ claim.Pruner  = (*Backend)(nil)
-	_ claim.Batcher = (*Backend)(nil)
+	_ claim.Backend  = (*Backend)(nil)
+	_ claim.Leaser   = (*Backend)(nil)
+	_ claim.Pruner   = (*Backend)(nil)
+	_ claim.Batcher  = (*Backend)(nil)
+	_ claim.Recorder = (*Backend)(nil)
 )
 
 func init() {
@@ -96,7 +107,8 @@ const (
 	// in one statement. It is both the read before the transaction and the
 	// read under the write lock.
 	selectRunSQL = `SELECT ` + nowMs + `, r.status, r.attempt, r.instance, r.token,
-		r.started_at, r.finished_at, r.lease_until, r.exit_code, r.output_tail
+		r.started_at, r.finished_at, r.lease_until, r.exit_code, r.output_tail,
+		r.reason, r.held_by
 		FROM (SELECT 1) LEFT JOIN runs r ON r.job = ? AND r.slot = ?`
 
 	// otherLiveSQL is the overlap rule's question (uses index runs_live).
@@ -139,11 +151,21 @@ const (
 		RETURNING attempt, instance, lease_until + 1`
 
 	runColumns = `job, slot, status, attempt, instance, token,
-		started_at, finished_at, lease_until, exit_code, output_tail`
+		started_at, finished_at, lease_until, exit_code, output_tail, reason, held_by`
 
-	// listRunsSQL and listJobRunsSQL serve status, newest slot first.
-	listRunsSQL    = `SELECT ` + runColumns + ` FROM runs ORDER BY slot DESC, job LIMIT ?`
-	listJobRunsSQL = `SELECT ` + runColumns + ` FROM runs WHERE job = ? ORDER BY slot DESC LIMIT ?`
+	// listRunsSQL serves status, newest slot first; listSQL adds the
+	// WHERE clause of a query between its two parts.
+	listRunsSQL   = `SELECT ` + runColumns + ` FROM runs`
+	listOrderSQL  = ` ORDER BY slot DESC, job LIMIT ?`
+	listJobSQL    = `job = ?`
+	listStatusSQL = `status IN (?`
+
+	// recordSQL inserts a note unless the slot has a row (a claim or an
+	// earlier note), stamped with store time.
+	recordSQL = `INSERT INTO runs (job, slot, status, attempt, instance, token,
+		started_at, finished_at, lease_until, exit_code, output_tail, reason, held_by)
+		VALUES (?, ?, ?, 0, ?, '', 0, ` + nowMs + `, 0, NULL, '', ?, ?)
+		ON CONFLICT (job, slot) DO NOTHING`
 
 	// selectNowSQL reads store now alone.
 	selectNowSQL = `SELECT ` + nowMs
@@ -480,13 +502,13 @@ type querier interface {
 // readRun returns the run (nil when there is none) and store now.
 func (b *Backend) readRun(ctx context.Context, q querier, job string, slot int64) (*claim.Run, time.Time, error) {
 	var (
-		now                           int64
-		status, instance, token, tail sql.NullString
-		attempt, started, leaseUntil  sql.NullInt64
-		finished, exitCode            sql.NullInt64
+		now                                   int64
+		status, instance, token, tail, reason sql.NullString
+		attempt, started, leaseUntil, heldBy  sql.NullInt64
+		finished, exitCode                    sql.NullInt64
 	)
 	err := q.QueryRowContext(ctx, selectRunSQL, job, slot).Scan(&now, &status, &attempt, &instance,
-		&token, &started, &finished, &leaseUntil, &exitCode, &tail)
+		&token, &started, &finished, &leaseUntil, &exitCode, &tail, &reason, &heldBy)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -497,6 +519,7 @@ func (b *Backend) readRun(ctx context.Context, q querier, job string, slot int64
 		Job: job, Slot: slot, Status: claim.Status(status.String), Attempt: int(attempt.Int64),
 		Instance: instance.String, Token: claim.Token(token.String),
 		StartedAt: fromMs(started.Int64), LeaseUntil: fromMs(leaseUntil.Int64), OutputTail: tail.String,
+		Reason: reason.String, HeldBy: heldBy.Int64,
 	}
 	if finished.Valid {
 		r.FinishedAt = fromMs(finished.Int64)
@@ -505,6 +528,7 @@ func (b *Backend) readRun(ctx context.Context, q querier, job string, slot int64
 		c := int(exitCode.Int64)
 		r.ExitCode = &c
 	}
+	noteTimes(r)
 	return r, fromMs(now), nil
 }
 
@@ -618,7 +642,7 @@ func scanRun(s rowScanner) (claim.Run, error) {
 		finished, exitCode  sql.NullInt64
 	)
 	if err := s.Scan(&r.Job, &r.Slot, &status, &r.Attempt, &r.Instance, &token,
-		&started, &finished, &leaseUntil, &exitCode, &r.OutputTail); err != nil {
+		&started, &finished, &leaseUntil, &exitCode, &r.OutputTail, &r.Reason, &r.HeldBy); err != nil {
 		return claim.Run{}, err
 	}
 	r.Status, r.Token = claim.Status(status), claim.Token(token)
@@ -630,25 +654,49 @@ func scanRun(s rowScanner) (claim.Run, error) {
 		c := int(exitCode.Int64)
 		r.ExitCode = &c
 	}
+	noteTimes(&r)
 	return r, nil
 }
 
-// ListRuns returns recent runs, newest slot first (then by job), at most
-// q.Limit (default 50).
+// noteTimes gives a note the zero start and lease of a slot no attempt
+// ran (the row holds 0 in those NOT NULL columns).
+func noteTimes(r *claim.Run) {
+	if r.Status.Noted() {
+		r.StartedAt, r.LeaseUntil = time.Time{}, time.Time{}
+	}
+}
+
+// listSQL is the query and arguments of ListRuns for q, with limit.
+func listSQL(q claim.ListQuery, limit int) (string, []any) {
+	var where []string
+	var args []any
+	if q.Job != "" {
+		where = append(where, listJobSQL)
+		args = append(args, q.Job)
+	}
+	if len(q.Statuses) > 0 {
+		where = append(where, listStatusSQL+strings.Repeat(", ?", len(q.Statuses)-1)+")")
+		for _, st := range q.Statuses {
+			args = append(args, string(st))
+		}
+	}
+	query := listRunsSQL
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	return query + listOrderSQL, append(args, limit)
+}
+
+// ListRuns returns recent runs and notes, newest slot first (then by
+// job), of q.Job (all when empty) and in one of q.Statuses (all when
+// empty), at most q.Limit (default 50).
 func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultListLimit
 	}
-	var (
-		rows *sql.Rows
-		err  error
-	)
-	if q.Job == "" {
-		rows, err = b.db.QueryContext(ctx, listRunsSQL, limit)
-	} else {
-		rows, err = b.db.QueryContext(ctx, listJobRunsSQL, q.Job, limit)
-	}
+	query, args := listSQL(q, limit)
+	rows, err := b.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
@@ -667,9 +715,32 @@ func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 	return out, nil
 }
 
-// Prune deletes the runs whose slot is older than store now - olderThan and
-// that are finished or whose lease ended before that cutoff, with their
-// history; a run with a live lease is never deleted. olderThan must exceed
+// Record stores n as the run (n.Job, n.Slot), finished at store now, unless
+// the file already has a run or a note of the slot; it reports whether it
+// wrote. One INSERT ... ON CONFLICT DO NOTHING: a claim's transaction holds
+// the write lock from its read to its commit, so the two never interleave.
+func (b *Backend) Record(ctx context.Context, n claim.Note) (bool, error) {
+	if err := n.Check(); err != nil {
+		return false, fmt.Errorf("record: %w", err)
+	}
+	if err := b.lockWrite(ctx); err != nil {
+		return false, fmt.Errorf("record %s@%d: %w", n.Job, n.Slot, err)
+	}
+	defer b.unlockWrite()
+	res, err := b.db.ExecContext(ctx, recordSQL, n.Job, n.Slot, string(n.Status), n.Instance, n.Reason, n.HeldBy)
+	if err != nil {
+		return false, fmt.Errorf("record %s@%d: %w", n.Job, n.Slot, err)
+	}
+	rows, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("record %s@%d: rows written: %w", n.Job, n.Slot, err)
+	}
+	return rows == 1, nil
+}
+
+// Prune deletes the runs and notes whose slot is older than store now -
+// olderThan and that are finished (every note is) or whose lease ended
+// before that cutoff, with their history; a run with a live lease is never deleted. olderThan must exceed
 // every job's maxLate: a pruned slot that is not yet late would be won
 // again.
 func (b *Backend) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
