@@ -33,19 +33,25 @@ type runKey struct {
 	slot int64
 }
 
-// joined is what the stream holds of one run: its claim and results.
+// joined is what the stream holds of one run: its claim and results, or
+// the note of its slot.
 type joined struct {
 	claim   *claimRecord
 	claimed time.Time // when the stream stored the claim
 	results []resultRecord
+	note    *claimRecord
+	noted   time.Time // when the stream stored the note
 }
 
-// ListRuns returns recent runs, newest slot first (then by job), at most
-// q.Limit (default 50). It reads the stream backwards in growing spans of
-// sequences, each read with a short-lived consumer filtered to the
-// namespace (or to q.Job's subjects), until it has q.Limit runs or has read
-// the whole stream: status sees as far back as the stream keeps messages.
-// A claim without a result is a running run.
+// ListRuns returns recent runs in one of q.Statuses (every status when
+// none), newest slot first (then by job), at most q.Limit (default 50). It
+// reads the stream backwards in growing spans of sequences, each read with
+// a short-lived consumer filtered to the namespace (or to q.Job's
+// subjects), until it has q.Limit selected runs or has read the whole
+// stream: status sees as far back as the stream keeps messages. A claim
+// without a result is a running run. A note is listed as a finished run
+// with no attempt, finished when the stream stored it; a claim or result
+// of the same slot wins over it.
 func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run, error) {
 	runs, err := b.listRuns(ctx, q)
 	if err != nil {
@@ -85,7 +91,7 @@ func (b *Backend) listRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 		if err := b.scan(ctx, filter, start, end, found); err != nil {
 			return nil, err
 		}
-		if len(found) >= limit || start <= st.FirstSeq {
+		if selected(found, q) >= limit || start <= st.FirstSeq {
 			break
 		}
 		end = start
@@ -93,7 +99,9 @@ func (b *Backend) listRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 	}
 	out := make([]claim.Run, 0, len(found))
 	for k, j := range found {
-		out = append(out, j.run(k))
+		if r := j.run(k); q.Wants(r.Status) {
+			out = append(out, r)
+		}
 	}
 	slices.SortFunc(out, func(a, b claim.Run) int {
 		return cmp.Or(cmp.Compare(b.Slot, a.Slot), cmp.Compare(a.Job, b.Job))
@@ -102,6 +110,20 @@ func (b *Backend) listRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// selected counts the runs of found that q selects by status.
+func selected(found map[runKey]*joined, q claim.ListQuery) int {
+	if len(q.Statuses) == 0 {
+		return len(found)
+	}
+	n := 0
+	for k, j := range found {
+		if q.Wants(j.run(k).Status) {
+			n++
+		}
+	}
+	return n
 }
 
 // scan reads the messages of sequences [start, end) on filter into found.
@@ -170,8 +192,8 @@ func (b *Backend) fetch(ctx context.Context, cons jetstream.Consumer, batch int,
 	return n, done, nil
 }
 
-// add files one message under its run; anything that is not a claim or a
-// result of this backend is skipped.
+// add files one message under its run; anything that is not a claim, a
+// note or a result of this backend is skipped.
 func add(found map[runKey]*joined, subject string, data []byte, stored time.Time) {
 	get := func(job string, slot int64) *joined {
 		k := runKey{job, slot}
@@ -185,7 +207,16 @@ func add(found map[runKey]*joined, subject string, data []byte, stored time.Time
 	switch {
 	case strings.HasSuffix(subject, ".claims"):
 		var rec claimRecord
-		if json.Unmarshal(data, &rec) != nil || rec.Job == "" || rec.Token == "" {
+		if json.Unmarshal(data, &rec) != nil {
+			return
+		}
+		if rec.isNote() {
+			if j := get(rec.Job, rec.Slot); j.note == nil {
+				j.note, j.noted = &rec, stored.UTC()
+			}
+			return
+		}
+		if rec.Job == "" || rec.Token == "" {
 			return
 		}
 		if j := get(rec.Job, rec.Slot); j.claim == nil {
@@ -202,8 +233,14 @@ func add(found map[runKey]*joined, subject string, data []byte, stored time.Time
 }
 
 // run joins what the stream holds of one run: the claim names the owner;
-// the owner's result (or, without a claim, the first result) its end.
+// the owner's result (or, without a claim, the first result) its end. A
+// note is the run only when the stream holds no claim or result of it.
 func (j *joined) run(k runKey) claim.Run {
+	if j.note != nil && j.claim == nil && len(j.results) == 0 {
+		n := j.note
+		return claim.Note{Job: k.job, Slot: k.slot, Status: n.Status, Reason: n.Reason,
+			HeldBy: n.HeldBy, Instance: n.Instance, At: j.noted}.Run()
+	}
 	r := claim.Run{Job: k.job, Slot: k.slot, Status: claim.StatusRunning, Attempt: 1}
 	if j.claim != nil {
 		r.Instance, r.Token, r.StartedAt = j.claim.Instance, j.claim.Token, claim.StartOf(j.claimed, k.slot)

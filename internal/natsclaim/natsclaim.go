@@ -37,6 +37,7 @@
 //	duplicate: false                      -> won(1): the stream stored mine
 //	duplicate: true, stored token is mine -> won(1): my own re-sent claim
 //	duplicate: true, another token        -> lost
+//	duplicate: true, a note of the slot   -> lost: its outcome is recorded
 //	duplicate: true, message gone (404)   -> lost: the de-duplication entry
 //	                                         outlived the message (purged or
 //	                                         deleted); never a second winner
@@ -50,6 +51,24 @@
 // before it counts as lost. A clustered stream may answer "duplicate
 // message id is in process" (10158) while the first publish of the same id
 // is being replicated: the claim is published again after a short pause.
+//
+// # Notes
+//
+// The backend is a claim.Recorder. A note, the outcome of a slot no
+// attempt ran (skipped, missed, unknown), is published exactly as the
+// slot's claim would be: to <namespace>.<job>.claims with Nats-Msg-Id
+// <namespace>:<job>:<slot>, its body (JSON: instance, job, slot, status,
+// reason, held_by) with no token. The stream's de-duplication keeps the
+// first claim or note of a run, so Record writes a note only when no claim
+// or note came first (false otherwise), and a claim after the note gets a
+// duplicate ack whose stored message is the note: lost, with no holder. The
+// stream and its subjects are unchanged, so an existing stream takes notes
+// as it is; an older binary on the same stream reads a note as a message
+// that is not a claim (its claim is lost; its status does not list the
+// note). Like a claim, a note is de-duplicated within the duplicate window
+// only: a note of a slot older than the window is stored even if the slot
+// was claimed, and status then shows the slot's run, not the note, since
+// a claim or result of a slot wins over its note.
 //
 // # Retention
 //
@@ -65,9 +84,10 @@
 // # Status
 //
 // ListRuns reads the newest messages of the stream: it starts a short-lived
-// consumer at the last sequence minus a span, joins claims and results per
-// (job, slot), and widens the span (four times each round) until it has
-// the asked number of runs or has reached the stream's first message. So
+// consumer at the last sequence minus a span, joins claims, notes and
+// results per (job, slot), and widens the span (four times each round)
+// until it has the asked number of runs in the asked statuses
+// (ListQuery.Statuses) or has reached the stream's first message. So
 // status sees back as far as the stream keeps messages (its max age, 7
 // days by default), and reads only as much of it as the limit needs. A
 // claim without a result shows as running; on this backend that also means
@@ -77,7 +97,9 @@
 // but read by the time they were stored: a claim sent late may rank a
 // little out of place at the edge of what one read covered.
 // Results carry the runner's start and finish times; a running run's start
-// is the time the stream stored its claim.
+// is the time the stream stored its claim. A note is listed as a finished
+// run with no attempt, its reason and held-by slot, finished when the
+// stream stored it (store time).
 //
 // # Connection
 //
@@ -215,7 +237,10 @@ type ownerKey struct {
 	token claim.Token
 }
 
-var _ claim.Backend = (*Backend)(nil)
+var (
+	_ claim.Backend  = (*Backend)(nil)
+	_ claim.Recorder = (*Backend)(nil)
+)
 
 func init() {
 	claim.Register("nats", func(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
@@ -454,12 +479,25 @@ func (b *Backend) Close() error {
 func (b *Backend) claimSubject(job string) string  { return b.ns + "." + job + ".claims" }
 func (b *Backend) resultSubject(job string) string { return b.ns + "." + job + ".results" }
 
-// claimRecord is the body of a claim message.
+// claimRecord is the body of a message on a job's claims subject: a claim
+// (Token set), or a note of a slot no attempt ran (Token empty, Status one
+// of claim.NoteStatuses). A note's fields are omitted from a claim, so a
+// claim's body is what it was before notes existed; a binary that predates
+// notes reads a note as a message that is not a claim (lost, and not
+// listed).
 type claimRecord struct {
-	Token    claim.Token `json:"token"`
-	Instance string      `json:"instance"`
-	Job      string      `json:"job"`
-	Slot     int64       `json:"slot"`
+	Token    claim.Token  `json:"token"`
+	Instance string       `json:"instance"`
+	Job      string       `json:"job"`
+	Slot     int64        `json:"slot"`
+	Status   claim.Status `json:"status,omitempty"`
+	Reason   string       `json:"reason,omitempty"`
+	HeldBy   int64        `json:"held_by,omitempty"`
+}
+
+// isNote reports whether rec is a note (of any run).
+func (rec claimRecord) isNote() bool {
+	return rec.Token == "" && rec.Job != "" && rec.Status.Noted() && rec.Reason != ""
 }
 
 // resultRecord is the body of a result message.
@@ -535,7 +573,12 @@ func (b *Backend) claim(ctx context.Context, req claim.Request) (claim.Result, e
 		return claim.Result{}, fmt.Errorf("read the stored claim (seq %d): %w", ack.Sequence, err)
 	}
 	var rec claimRecord
-	if err := json.Unmarshal(stored.Data, &rec); err != nil || rec.Job != req.Job || rec.Slot != req.Slot || rec.Token == "" {
+	err = json.Unmarshal(stored.Data, &rec)
+	if err == nil && rec.Job == req.Job && rec.Slot == req.Slot && rec.isNote() {
+		// The slot's outcome was recorded before any claim: it is final.
+		return claim.Result{Outcome: claim.Lost}, nil
+	}
+	if err != nil || rec.Job != req.Job || rec.Slot != req.Slot || rec.Token == "" {
 		// Not a claim of this run: whoever wrote it, it is not mine.
 		b.log.Warn("claim lost to a message that is not a claim of this run",
 			zap.String("job", req.Job), zap.Int64("slot", req.Slot), zap.Uint64("seq", ack.Sequence),

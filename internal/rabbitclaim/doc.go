@@ -10,13 +10,14 @@
 //	                        exclusive, not auto-delete, declared with
 //	                        x-max-length 1, x-overflow reject-publish and
 //	                        x-expires slotTtlMs. It holds the winner's claim
-//	                        message until it expires. Nobody ever consumes it.
+//	                        message, or the slot's note (see Notes), until it
+//	                        expires. Nobody ever consumes it.
 //	                        A preparation sends it a primer of TTL 0, which
 //	                        the broker drops at once (prepare.go).
 //	<ns>.history            a stream queue (x-queue-type stream, x-max-age =
 //	                        backend.retention, x-max-length-bytes,
-//	                        x-stream-max-segment-size-bytes) of "claimed" and
-//	                        "finished" records, read by status.
+//	                        x-stream-max-segment-size-bytes) of "claimed",
+//	                        "finished" and "noted" records, read by status.
 //
 // GateQueue and HistoryQueue return the names.
 //
@@ -36,7 +37,8 @@
 // exchange with mandatory set:
 //
 //	ack                            won(1): the gate was empty
-//	nack                           lost: the gate is full (reject-publish)
+//	nack                           lost: the gate is full (reject-publish),
+//	                               with a claim or the slot's note
 //	basic.return (312 NO_ROUTE)    unknown: the gate vanished between the
 //	                               declare and the publish. A return arrives
 //	                               before an ack that is still sent: a return
@@ -124,8 +126,10 @@
 // backend.retention) until it reads its own marker: everything written
 // before it, including this process's queued records, has then been seen.
 // It joins the records per (job, slot): a finished record wins; a claimed
-// record without one is a running run. A record written twice (see below)
-// counts once. A run whose winner died is therefore
+// record without one is a running run; a noted record is listed only when
+// the slot has neither (see Notes). A record written twice (see below)
+// counts once. ListQuery.Statuses selects among the joined runs before the
+// limit. A run whose winner died is therefore
 // shown running until it leaves the stream: claim-only backends have no
 // lease to tell a dead runner from a slow one. Status reads the whole
 // retained stream; consuming a stream is non-destructive and never touches
@@ -142,6 +146,48 @@
 // stream twice. A Finish whose ctx ends first returns ctx's error at once;
 // its record stays queued, and a re-sent Finish succeeds once the broker
 // answers again.
+//
+// # Notes
+//
+// The backend is a claim.Recorder. Record publishes the note of a slot no
+// attempt ran (skipped, missed, unknown) into the run's gate exactly as a
+// claim is published (declare, persistent message of type "note",
+// mandatory, confirm), so the gate holds whichever of the run's claims and
+// notes reaches it first:
+//
+//	ack    true: the note holds the gate, and every later claim of the
+//	       slot is nacked (lost). Its "noted" record (job, slot, instance,
+//	       status, reason, held-by slot; finished = the note's time by the
+//	       recording instance's clock, the store having none) is then
+//	       written to the history stream and waited for
+//	nack   false: a claim or an earlier note holds the gate; nothing is
+//	       written, with one exception: when this Backend's own claim of
+//	       the slot got no answer (unknown), the gate may hold that claim,
+//	       which nobody runs, so the noted record is written all the same
+//	       (status then shows the slot unknown unless a run of it is
+//	       recorded)
+//	return an error wrapping ErrUnavailable: the gate vanished after its
+//	       declare; the note is stored nowhere
+//	no confirm (the claim's "unknown" cases)
+//	       an error: the note may hold the gate. Its noted record is
+//	       queued all the same, for the same reason
+//
+// So a note is final and Record writes once, as a claim wins once, for as
+// long as the gate lives: slotTtlMs after its last declare. A note of a
+// slot whose gate has expired (older than slotTtlMs: every claim of it is
+// late by then) makes a new gate and is written even when the slot was
+// claimed, or noted, before; status then lists the slot's run rather than
+// the note (a claimed or finished record wins over a noted one, whatever
+// their order), or the first note of the slot: one row per slot. The
+// history stream's retention (x-max-age, x-max-length-bytes) ages notes
+// out as it does runs; the backend has no Prune.
+//
+// A won claim's claimed record is written in the background, so status on
+// another instance lists that run a few milliseconds after the win; the
+// conformance races' second instances wait for their own history writes
+// after a win before they answer (rabbitclaim_test.go), so that the
+// listing right after the race is complete. Binaries that predate notes
+// skip noted records in status, and their claims of a noted slot lose.
 //
 // # TLS and credentials
 //

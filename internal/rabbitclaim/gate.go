@@ -148,6 +148,21 @@ func (b *Backend) claimGate(ctx context.Context, req claim.Request, queue string
 	if err != nil {
 		return answerNone, "", err
 	}
+	return b.publishGate(ctx, queue, amqp.Publishing{
+		ContentType:  "application/json",
+		DeliveryMode: amqp.Persistent,
+		MessageId:    string(req.Token),
+		Type:         "claim",
+		AppId:        "anarchon",
+		Body:         body,
+	})
+}
+
+// publishGate declares the gate queue and publishes msg into it (a claim
+// or a note: whichever the gate takes first holds the run) on a gate
+// channel of its own, in a worker goroutine, and waits for the answer or
+// for ctx, as claimGate says.
+func (b *Backend) publishGate(ctx context.Context, queue string, msg amqp.Publishing) (answer, string, error) {
 	select {
 	case b.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -174,14 +189,6 @@ func (b *Backend) claimGate(ctx context.Context, req claim.Request, queue string
 		return answerNone, "", unavailable("open a channel: %v", b.scrub(err))
 	}
 	op := &gateOp{done: make(chan struct{}), abandon: make(chan struct{})}
-	msg := amqp.Publishing{
-		ContentType:  "application/json",
-		DeliveryMode: amqp.Persistent,
-		MessageId:    string(req.Token),
-		Type:         "claim",
-		AppId:        "anarchon",
-		Body:         body,
-	}
 	go b.runGate(ctx, s, gc, queue, msg, op)
 	select {
 	case <-op.done:

@@ -24,6 +24,7 @@ type recordType string
 const (
 	recordClaimed  recordType = "claimed"  // a claim was won
 	recordFinished recordType = "finished" // Finish
+	recordNoted    recordType = "noted"    // Record: a slot no attempt ran
 	recordMarker   recordType = "marker"   // ListRuns's end-of-read marker
 )
 
@@ -41,6 +42,8 @@ type record struct {
 	StartedAt  time.Time    `json:"started_at,omitzero"`
 	FinishedAt time.Time    `json:"finished_at,omitzero"`
 	OutputTail string       `json:"output_tail,omitempty"`
+	Reason     string       `json:"reason,omitempty"`  // a note's
+	HeldBy     int64        `json:"held_by,omitempty"` // a note's
 }
 
 // Limits of the history writer.
@@ -421,17 +424,24 @@ func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) e
 	return nil
 }
 
-// ListRuns reads the history stream and returns recent runs, newest slot
-// first (then by job), at most q.Limit (default 50). See the package
-// comment for how it knows it has read to the end.
+// ListRuns reads the history stream and returns recent runs in one of
+// q.Statuses (every status when none), newest slot first (then by job), at
+// most q.Limit (default 50). See the package comment for how it knows it
+// has read to the end.
 func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultListLimit
 	}
-	runs, err := b.readHistory(ctx, q.Job)
+	all, err := b.readHistory(ctx, q.Job)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	runs := all[:0]
+	for _, r := range all {
+		if q.Wants(r.Status) {
+			runs = append(runs, r)
+		}
 	}
 	slices.SortFunc(runs, func(x, y claim.Run) int {
 		if c := cmp.Compare(y.Slot, x.Slot); c != 0 {
@@ -453,41 +463,12 @@ func (b *Backend) readHistory(ctx context.Context, job string) ([]claim.Run, err
 	if err := b.hist.write(ctx, record{Type: recordMarker, ID: marker}); err != nil {
 		return nil, fmt.Errorf("write the end marker: %w", err)
 	}
-	s, err := b.current()
+	deliveries, done, err := b.consumeHistory(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ch, err := b.openChannel(ctx, s, false)
-	if err != nil {
-		return nil, fmt.Errorf("open a channel: %w", b.scrub(err))
-	}
-	closeCh := true
-	defer func() {
-		if closeCh {
-			b.closeChannel(s, ch, "close the history reader's channel")
-		}
-	}()
-	from := b.clock.Now().Add(-b.o.HistoryMaxAge)
-	deliveries, err := call(ctx, b, s, ch, fmt.Sprintf("consume %q", b.history), func() (<-chan amqp.Delivery, error) {
-		if err := ch.Qos(historyPrefetch, 0, false); err != nil {
-			return nil, fmt.Errorf("set prefetch: %w", b.scrub(err))
-		}
-		d, err := ch.Consume(b.history, "", false, false, false, false, amqp.Table{"x-stream-offset": from})
-		if err != nil {
-			return nil, fmt.Errorf("consume %q: %w", b.history, b.scrub(err))
-		}
-		return d, nil
-	}, nil)
-	if err != nil {
-		closeCh = !errors.Is(err, errNoAnswer) // else call abandoned it
-		return nil, err
-	}
-	type runKey struct {
-		job  string
-		slot int64
-	}
-	runs := map[runKey]*claim.Run{}
-	finished := map[runKey]bool{}
+	defer done()
+	j := historyJoin{job: job, runs: map[runKey]*claim.Run{}, finished: map[runKey]bool{}}
 	for n := 1; ; n++ {
 		var d amqp.Delivery
 		var ok bool
@@ -516,36 +497,97 @@ func (b *Backend) readHistory(ctx context.Context, job string) ([]claim.Run, err
 			continue
 		}
 		if rec.Type == recordMarker && rec.ID == marker {
-			break
+			return j.list(), nil
 		}
-		if rec.Job == "" || (job != "" && rec.Job != job) {
-			continue
+		j.add(rec)
+	}
+}
+
+// consumeHistory starts a consumer of the history stream from now -
+// HistoryMaxAge on a channel of its own; done closes the channel.
+func (b *Backend) consumeHistory(ctx context.Context) (<-chan amqp.Delivery, func(), error) {
+	s, err := b.current()
+	if err != nil {
+		return nil, nil, err
+	}
+	ch, err := b.openChannel(ctx, s, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open a channel: %w", b.scrub(err))
+	}
+	done := func() { b.closeChannel(s, ch, "close the history reader's channel") }
+	from := b.clock.Now().Add(-b.o.HistoryMaxAge)
+	deliveries, err := call(ctx, b, s, ch, fmt.Sprintf("consume %q", b.history), func() (<-chan amqp.Delivery, error) {
+		if err := ch.Qos(historyPrefetch, 0, false); err != nil {
+			return nil, fmt.Errorf("set prefetch: %w", b.scrub(err))
 		}
-		// One run per (job, slot): a record written twice (the writer
-		// publishes again what it got no confirm for; a Finish re-sent)
-		// replaces its first copy, and a claimed record never replaces a
-		// finished one, whatever their order.
-		k := runKey{rec.Job, rec.Slot}
-		switch rec.Type {
-		case recordClaimed:
-			if !finished[k] {
-				runs[k] = &claim.Run{Job: rec.Job, Slot: rec.Slot, Status: claim.StatusRunning,
-					Attempt: max(rec.Attempt, 1), Instance: rec.Instance, Token: rec.Token, StartedAt: rec.StartedAt}
-			}
-		case recordFinished:
-			finished[k] = true
-			r := &claim.Run{Job: rec.Job, Slot: rec.Slot, Status: rec.Status, Attempt: max(rec.Attempt, 1),
-				Instance: rec.Instance, Token: rec.Token, StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt,
-				ExitCode: rec.ExitCode, OutputTail: rec.OutputTail}
-			if c := runs[k]; c != nil && r.Instance == "" && c.Token == r.Token {
-				r.Instance = c.Instance
-			}
-			runs[k] = r
+		d, err := ch.Consume(b.history, "", false, false, false, false, amqp.Table{"x-stream-offset": from})
+		if err != nil {
+			return nil, fmt.Errorf("consume %q: %w", b.history, b.scrub(err))
+		}
+		return d, nil
+	}, nil)
+	if err != nil {
+		if !errors.Is(err, errNoAnswer) { // else call abandoned the channel
+			done()
+		}
+		return nil, nil, err
+	}
+	return deliveries, done, nil
+}
+
+// runKey names a run.
+type runKey struct {
+	job  string
+	slot int64
+}
+
+// historyJoin joins the history records of job (every job when empty)
+// into one run per (job, slot).
+type historyJoin struct {
+	job      string
+	runs     map[runKey]*claim.Run
+	finished map[runKey]bool
+}
+
+// add files rec under its run. A record written twice (the writer
+// publishes again what it got no confirm for; a Finish re-sent) replaces
+// its first copy, and a claimed record never replaces a finished one,
+// whatever their order. A run's records win over a note of its slot, and
+// the first note of a slot over later ones, whatever their order.
+func (j *historyJoin) add(rec record) {
+	if rec.Job == "" || (j.job != "" && rec.Job != j.job) {
+		return
+	}
+	k := runKey{rec.Job, rec.Slot}
+	switch rec.Type {
+	case recordClaimed:
+		if !j.finished[k] {
+			j.runs[k] = &claim.Run{Job: rec.Job, Slot: rec.Slot, Status: claim.StatusRunning,
+				Attempt: max(rec.Attempt, 1), Instance: rec.Instance, Token: rec.Token, StartedAt: rec.StartedAt}
+		}
+	case recordFinished:
+		j.finished[k] = true
+		r := &claim.Run{Job: rec.Job, Slot: rec.Slot, Status: rec.Status, Attempt: max(rec.Attempt, 1),
+			Instance: rec.Instance, Token: rec.Token, StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt,
+			ExitCode: rec.ExitCode, OutputTail: rec.OutputTail}
+		if c := j.runs[k]; c != nil && r.Instance == "" && c.Token == r.Token {
+			r.Instance = c.Instance
+		}
+		j.runs[k] = r
+	case recordNoted:
+		if j.runs[k] == nil && rec.Status.Noted() {
+			r := claim.Note{Job: rec.Job, Slot: rec.Slot, Status: rec.Status, Reason: rec.Reason,
+				HeldBy: rec.HeldBy, Instance: rec.Instance, At: rec.FinishedAt}.Run()
+			j.runs[k] = &r
 		}
 	}
-	out := make([]claim.Run, 0, len(runs))
-	for _, r := range runs {
+}
+
+// list returns the joined runs.
+func (j *historyJoin) list() []claim.Run {
+	out := make([]claim.Run, 0, len(j.runs))
+	for _, r := range j.runs {
 		out = append(out, *r)
 	}
-	return out, nil
+	return out
 }

@@ -188,6 +188,7 @@ type hooks struct {
 var (
 	_ claim.Backend  = (*Backend)(nil)
 	_ claim.Preparer = (*Backend)(nil)
+	_ claim.Recorder = (*Backend)(nil)
 )
 
 func init() {

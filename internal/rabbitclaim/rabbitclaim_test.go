@@ -155,6 +155,9 @@ func TestConformance(t *testing.T) {
 			if !ok {
 				t.Fatalf("namespace of %T not found", b)
 			}
+			if strings.Contains(t.Name(), "/Record/") {
+				return flushing{n.(*testNS).open(t)}
+			}
 			return n.(*testNS).open(t)
 		},
 		// Errors the backend documents as "not published": the daemon

@@ -92,3 +92,17 @@ func (t *tokenBook) pruneLocked() {
 		t.fifo = t.fifo[n:]
 	}
 }
+
+// maybeHeld reports whether a claim of (job, slot) by this Backend was
+// published and never answered (tokenMaybe): the gate may hold it.
+func (t *tokenBook) maybeHeld(job string, slot int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pruneLocked()
+	for k, r := range t.m {
+		if k.job == job && k.slot == slot && r.state == tokenMaybe {
+			return true
+		}
+	}
+	return false
+}
