@@ -425,6 +425,20 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			name: "takeover won, unlogged, by an instance killed at once; the next within the bound of that kill: excused", lease: true,
+			setup: func(t *testing.T, f *fx) { lostSecondAttempt(f, 37.5) },
+			check: func(t *testing.T, r Report) {
+				if !excused(r, KindTakeover, "attempt 2 left no trace", "chaos-1 won it and was killed") {
+					t.Errorf("excused %v, want the lost attempt 2 excused by chaos-1's kill", r.Excused)
+				}
+			},
+		},
+		{
+			name: "takeover won, unlogged, by an instance killed at once; the next past the bound of that kill: a violation", lease: true,
+			want: []string{KindTakeover}, slot: slot30,
+			setup: func(t *testing.T, f *fx) { lostSecondAttempt(f, 39.5) },
+		},
+		{
 			name: "takeover in the store but its winner lived: a violation", lease: true,
 			want: []string{KindResult, KindTakeover}, slot: slot30,
 			setup: func(t *testing.T, f *fx) {
@@ -1114,6 +1128,18 @@ func killAt30(f *fx) {
 	f.runs = append(f.runs, jrun{slot, 0, 1, tok(slot, 1, 0), slot + 10, 0, 0, ""})
 	f.faults = append(f.faults, Fault{AtMs: at(31), Kind: FaultKill, Instance: 0},
 		Fault{AtMs: at(33), Kind: FaultStart, Instance: 0})
+}
+
+// lostSecondAttempt has chaos-0 die at 31 s in slot 30's job (bound 36
+// s), chaos-1 win attempt 2 unlogged and die at 34.2 s (bound 39.2 s), and
+// chaos-2 start attempt 3 at startSec.
+func lostSecondAttempt(f *fx, startSec float64) {
+	killAt30(f)
+	slot := at(30)
+	f.faults = append(f.faults, Fault{AtMs: at(34.2), Kind: FaultKill, Instance: 1},
+		Fault{AtMs: at(35), Kind: FaultStart, Instance: 1})
+	f.runs = append(f.runs, jrun{slot, 2, 3, tok(slot, 3, 2), at(startSec), at(startSec + 0.05), 0, "ok"})
+	f.setStatus(row(slot, 3, 2, tok(slot, 3, 2), "succeeded", 0))
 }
 
 // pausedRunnerRecords has chaos-0's daemon, the runner of slot 30's job,

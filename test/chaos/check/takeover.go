@@ -104,6 +104,10 @@ func (c *checker) takeover(a *attempt, f FaultLine) {
 		c.excuse(KindTakeover, a.key, fmt.Sprintf("attempt %d's runner died (%s); %s", a.num, faultText(f), why))
 		return
 	}
+	if why := c.lostAttempt(a, f, deadline); why != "" {
+		c.excuse(KindTakeover, a.key, fmt.Sprintf("attempt %d's runner died (%s); %s", a.num, faultText(f), why))
+		return
+	}
 	if why := c.noTakeoverExcuse(a, f, deadline); why != "" {
 		c.excuse(KindTakeover, a.key, fmt.Sprintf("attempt %d's runner died (%s); %s", a.num, faultText(f), why))
 		return
@@ -330,4 +334,37 @@ func (c *checker) unloggedTakeover(a *attempt, f FaultLine, deadline int64) stri
 	}
 	return fmt.Sprintf("the store holds attempt %d won by %s (%s), which was killed (%s) before it logged the claim or started the job: taken over within the bound",
 		s.Attempt, s.Instance, s.Where(), faultText(d))
+}
+
+// lostAttempt returns why attempt a.num+1 left no trace although the store
+// holds a later one: another instance won it and was killed in the
+// takeover window before it logged the claim or started the job, and the
+// next attempt that left a trace started within the bound of that kill
+// (its lease had to run out first); "" otherwise.
+func (c *checker) lostAttempt(a *attempt, f FaultLine, deadline int64) string {
+	s, found := c.statusOf(a.key)
+	if !found || s.Attempt <= a.num+1 {
+		return ""
+	}
+	var next *attempt
+	for _, b := range c.runs[a.key].attempts {
+		if b.num > a.num+1 && (next == nil || b.startMs() < next.startMs()) {
+			next = b
+		}
+	}
+	if next == nil {
+		return ""
+	}
+	j := c.job(a.key.job)
+	bound := j.LeaseMs + j.HeartbeatMs + c.r.Info.EpsilonMs
+	for i := range c.r.Info.Instances {
+		if i == a.inst || i == next.inst {
+			continue
+		}
+		if d, died := c.tl.deathIn(i, f.AtMs, deadline); died && next.startMs() <= d.AtMs+bound {
+			return fmt.Sprintf("attempt %d left no trace, but the store holds attempt %d (%s): %s won it and was killed (%s) before it logged the claim; attempt %d started at %s, within the bound (%d ms) of that kill",
+				a.num+1, s.Attempt, s.Where(), instName(i), faultText(d), next.num, msText(next.startMs()), bound)
+		}
+	}
+	return ""
 }
