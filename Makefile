@@ -95,7 +95,7 @@ package: build ## the .deb and .rpm into dist/ (see docs/operating.md)
 # runs in every `go test`; `make fuzz` also mutates for FUZZTIME per target
 # (go test -fuzz takes one target at a time).
 FUZZTIME ?= 10s
-FUZZ_TARGETS := ./internal/config:FuzzParse ./internal/schedule:FuzzParse ./internal/status:FuzzSanitize
+FUZZ_TARGETS := ./internal/config:FuzzParse ./internal/schedule:FuzzParse ./internal/sanitize:FuzzSanitize
 
 .PHONY: fuzz
 

@@ -1,7 +1,9 @@
 // Package status renders the runs a store remembers, for `anarchond status`:
 // an aligned table for people and one JSON object per line for programs.
-// Everything that came from a job or a store passes through Sanitize first,
-// so a job's output cannot drive the reader's terminal.
+// Everything that came from a job or a store passes through internal/sanitize
+// first, so a job's output cannot drive the reader's terminal: one-line
+// fields keep no line feed or tab (a table row stays one row), the output
+// tail keeps its lines.
 package status
 
 import (
@@ -13,10 +15,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/sanitize"
 )
 
 // Record is one run as `status --json` prints it (docs/spec.md#s6-cli).
@@ -41,19 +42,20 @@ type Record struct {
 	HeldBySlotMs *int64 `json:"held_by_slot_ms"`
 }
 
-// RecordOf converts a run, sanitising its strings.
+// RecordOf converts a run, sanitising its strings: the output tail keeps
+// its line feeds and tabs, the other fields are escaped to one line.
 func RecordOf(r claim.Run) Record {
 	rec := Record{
-		Job:        Sanitize(r.Job),
+		Job:        sanitize.Line(r.Job),
 		Slot:       time.UnixMilli(r.Slot).UTC().Format(time.RFC3339Nano),
 		SlotMs:     r.Slot,
-		Status:     Sanitize(string(r.Status)),
+		Status:     sanitize.Line(string(r.Status)),
 		Attempt:    r.Attempt,
-		Instance:   Sanitize(r.Instance),
-		Token:      Sanitize(string(r.Token)),
+		Instance:   sanitize.Line(r.Instance),
+		Token:      sanitize.Line(string(r.Token)),
 		ExitCode:   r.ExitCode,
-		OutputTail: Sanitize(r.OutputTail),
-		Reason:     Sanitize(r.Reason),
+		OutputTail: sanitize.Text(r.OutputTail),
+		Reason:     sanitize.Line(r.Reason),
 	}
 	if r.HeldBy != 0 {
 		h := r.HeldBy
@@ -174,38 +176,6 @@ func (f Filter) Keep(runs []claim.Run) []claim.Run {
 	return slices.DeleteFunc(runs, func(r claim.Run) bool { return !slices.Contains(f.Outcomes, r.Status) })
 }
 
-// Sanitize neutralises what could drive a terminal: control characters (C0,
-// DEL, C1, including ESC and the 8-bit CSI) become visible escapes such as
-// \x1b or \u009b, and invalid UTF-8 becomes U+FFFD. Newlines and tabs are
-// kept.
-func Sanitize(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || (unicode.IsControl(r) && r != '\n' && r != '\t') {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	for i, w := 0, 0; i < len(s); i += w {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		w = size
-		switch {
-		case r == utf8.RuneError && size <= 1:
-			b.WriteRune(utf8.RuneError)
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case r < 0x80 && unicode.IsControl(r):
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case unicode.IsControl(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// Sanitize neutralises what could drive a terminal, keeping line feeds and
+// tabs; it is sanitize.Text (see there for what is escaped and how).
+func Sanitize(s string) string { return sanitize.Text(s) }
