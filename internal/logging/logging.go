@@ -1,5 +1,7 @@
 // Package logging builds the daemon's zap logger from the config's log
-// section: console lines on a terminal, JSON lines otherwise.
+// section: console lines on a terminal, JSON lines otherwise. Both escape
+// what could drive a terminal (internal/sanitize): a job's output is logged
+// line by line, and reading the log must not run it.
 package logging
 
 import (
@@ -10,6 +12,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sys/unix"
+
+	"github.com/anarchon/anarchon/internal/sanitize"
 )
 
 // New returns a logger writing to w at level with format "auto", "console"
@@ -31,11 +35,11 @@ func New(w io.Writer, level, format string) (*zap.Logger, error) {
 	var enc zapcore.Encoder
 	switch format {
 	case "json":
-		enc = zapcore.NewJSONEncoder(ec)
+		enc = newCleanEncoder(zapcore.NewJSONEncoder(ec), sanitize.Text)
 	case "console":
 		ec.EncodeLevel = zapcore.CapitalLevelEncoder
 		ec.EncodeTime = zapcore.TimeEncoderOfLayout("2006-01-02T15:04:05.000Z07:00")
-		enc = zapcore.NewConsoleEncoder(ec)
+		enc = newCleanEncoder(zapcore.NewConsoleEncoder(ec), sanitize.Line)
 	default:
 		return nil, fmt.Errorf("log.format %q: want auto, console or json", format)
 	}
