@@ -3,10 +3,13 @@ package runner
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
@@ -62,5 +65,43 @@ func TestOutputCannotDriveTheConsole(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("console log lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// On a real terminal, log.format auto picks the console and the terminal
+// receives no escape byte from the job (as under make run).
+func TestOutputCannotDriveATerminal(t *testing.T) {
+	t.Parallel()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	defer ptmx.Close()
+	var got bytes.Buffer
+	read := make(chan struct{})
+	go func() { defer close(read); _, _ = io.Copy(&got, ptmx) }() // ends with EIO once tty is closed
+	log, err := logging.New(tty, "info", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &store{}
+	r, _ := newRunner(t, s, clock.Real{})
+	r.Log = log
+	rep := run(t, r, context.Background(), execution(shellJob("hostile", hostileJob)), 30*time.Second)
+	tty.Close()
+	select {
+	case <-read:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the terminal's output did not end")
+	}
+	if rep.Status != claim.StatusSucceeded {
+		t.Fatalf("report = %+v", rep)
+	}
+	out := got.String()
+	if !strings.Contains(out, "\tINFO\t"+`\x1b]0;TITLE`) {
+		t.Errorf("no console line with the escaped title:\n%q", out)
+	}
+	if i := strings.IndexAny(out, "\x1b\x07"); i >= 0 {
+		t.Errorf("the terminal received %q at %d:\n%q", out[i], i, out)
 	}
 }
