@@ -32,6 +32,15 @@ import (
 //	                              instance's clock at the claim in ms; a
 //	                              script entry's auto ID is the store time
 //	                              of the claim. The claim is decided here.
+//	                              Also one entry per note (Record): slot,
+//	                              token (empty), note (the status), reason,
+//	                              held_by, instance, and at (stream-id: store
+//	                              time; script and idmp: the auto ID's), nonce
+//	                              (idmp)
+//	{<ns>:<job>}:notes    zset    stream-id only: the notes of slots that the
+//	                              stream can no longer take (see # Notes),
+//	                              JSON members scored by slot; the newest
+//	                              HistoryMaxLen slots
 //	{<ns>:<job>}:results  stream  one entry per finished run (Finish): job,
 //	                              slot, attempt (1), instance, token, status,
 //	                              exit_code ('' when interrupted),
@@ -151,9 +160,43 @@ import (
 // results of :results per (job, slot), newest slot first. A claim with no
 // result is a running run: on these strategies that also means a run whose
 // winner died before recording its result (no lease expires). Runs whose
-// claim entry is gone show from their result alone. Claims are ordered by
-// the time they were made: a slot claimed late may rank a little out of
-// place at the edge of what one read covered (stream-id's are exact).
+// claim entry is gone show from their result alone. A slot with neither,
+// only a note, shows as its note. Claims are ordered by the time they were
+// made: a slot claimed late may rank a little out of place at the edge of
+// what one read covered (stream-id's are exact). With ListQuery.Statuses,
+// the runs in other states are dropped before the limit, and the streams
+// are read again, four times as deep, until the limit is reached or they
+// hold no more: a selection of a rare state reads the whole of the capped
+// streams.
+//
+// # Notes
+//
+// Record (claim.Recorder) writes the outcome of a slot no attempt ran (a
+// note: skipped, missed or unknown) into :runs, with the claim's own
+// primitive, so that a claim and a note of one slot are decided against
+// each other like two claims: the first one stands, Record reports
+// whether it was the note, and every later claim of a noted slot is lost
+// (a note's token is nobody's). The claim path is unchanged: stream-id's
+// XADD of a noted slot is refused and its read finds the note; script's
+// scan finds it among the slot's entries (instances of the previous
+// version too); idmp's XADD answers the note's ID, which its read finds.
+//
+//   - stream-id: one script (lua/claimonly_record.lua) sends XADD
+//     <slot>-0. A slot that a later slot's claim or note overtook can
+//     never be written there, nor won: where the stream never held its
+//     entry (XINFO STREAM: nothing deleted, and nothing ever trimmed or
+//     the slot newer than the oldest entry), the note goes to :notes,
+//     once. Where the entry may have been trimmed, whether the slot was
+//     claimed is unknown: nothing is written and Record reports false.
+//   - script: one script looks for the slot within the window, as the
+//     claim does, and appends the note if there is none.
+//   - idmp: the claim's XADD IDMP <job> <slot>, with a fresh nonce: the
+//     note was written iff the entry Redis answers carries it.
+//
+// Like a claim, a note is remembered for the strategy's retention (script,
+// idmp): a slot older than that may have had a claim that the store
+// forgot, and its note is then recorded beside the run; status shows the
+// run.
 //
 // # Mixing strategies
 //
@@ -171,10 +214,13 @@ var (
 	idmpSetupLua string
 	//go:embed lua/claimonly_finish.lua
 	claimOnlyFinishLua string
+	//go:embed lua/claimonly_record.lua
+	claimOnlyRecordLua string
 
 	scriptClaim     = redis.NewScript(scriptClaimLua)
 	idmpSetup       = redis.NewScript(idmpSetupLua)
 	claimOnlyFinish = redis.NewScript(claimOnlyFinishLua)
+	claimOnlyRecord = redis.NewScript(claimOnlyRecordLua)
 )
 
 // Defaults of the claim-only Options.
@@ -196,7 +242,8 @@ const (
 )
 
 // ClaimOnly is a Redis claim-only backend (stream-id, idmp or script): a
-// claim.Backend that is not a claim.Leaser. It is safe for concurrent use.
+// claim.Backend and claim.Recorder that is not a claim.Leaser. It is safe
+// for concurrent use.
 type ClaimOnly struct {
 	c        redis.UniversalClient
 	owned    bool // Close closes c
@@ -218,7 +265,10 @@ type ClaimOnly struct {
 	claims map[claimKey]claimEntry
 }
 
-var _ claim.Backend = (*ClaimOnly)(nil)
+var (
+	_ claim.Backend  = (*ClaimOnly)(nil)
+	_ claim.Recorder = (*ClaimOnly)(nil)
+)
 
 type claimKey struct {
 	job  string
@@ -302,7 +352,7 @@ func NewClaimOnly(ctx context.Context, o Options) (*ClaimOnly, error) {
 		window: o.Window, idmpDur: int64(o.IDMPDuration / time.Second), idmpMax: o.IDMPMaxSize,
 		log: o.Log, setup: map[string]*idmpJob{}, claims: map[claimKey]claimEntry{},
 	}
-	if err := loadScripts(ctx, c, scriptClaim, idmpSetup, claimOnlyFinish); err != nil {
+	if err := loadScripts(ctx, c, scriptClaim, idmpSetup, claimOnlyFinish, claimOnlyRecord); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("redis %s strategy: %w", effective, err)
 	}
@@ -417,9 +467,11 @@ func (b *ClaimOnly) Close() error {
 	return nil
 }
 
-// runsKey and resultsKey are the job's streams (see the layout above).
+// runsKey and resultsKey are the job's streams, notesKey its stream-id
+// notes (see the layout above).
 func (b *ClaimOnly) runsKey(job string) string    { return "{" + b.ns + ":" + job + "}:runs" }
 func (b *ClaimOnly) resultsKey(job string) string { return "{" + b.ns + ":" + job + "}:results" }
+func (b *ClaimOnly) notesKey(job string) string   { return "{" + b.ns + ":" + job + "}:notes" }
 
 // jobsKey is the set of the namespace's job names (shared with lease).
 func (b *ClaimOnly) jobsKey() string { return b.ns + ":jobs" }
@@ -512,19 +564,29 @@ func (b *ClaimOnly) readClaim(ctx context.Context, job, id string) (claimRecord,
 	return rec, ok, nil
 }
 
-// claimRecord is a claim entry of :runs.
+// claimRecord is a claim entry of :runs, or a note entry (note set, no
+// token).
 type claimRecord struct {
 	id       string
 	slot     int64
 	token    claim.Token
 	instance string
 	at       time.Time
+	note     *noteRecord
 }
 
-// parseClaim reads a claim entry; ok is false for an entry that is not a
-// claim (no slot or token).
+// parseClaim reads a claim entry or a note entry; ok is false for an entry
+// that is neither (no slot, or no token and no note).
 func parseClaim(m redis.XMessage) (claimRecord, bool) {
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
+	if str("note") != "" {
+		var at time.Time
+		if ms, err := idMs(m.ID); err == nil {
+			at = fromMs(ms)
+		}
+		n, ok := parseNoteFields(str, at)
+		return claimRecord{id: m.ID, slot: n.slot, note: &n}, ok
+	}
 	slot, err := strconv.ParseInt(str("slot"), 10, 64)
 	if err != nil || str("token") == "" {
 		return claimRecord{}, false
@@ -545,7 +607,7 @@ func idMs(id string) (int64, error) {
 }
 
 // decideByToken is the answer of a claim whose stored entry is rec (ok:
-// there is one): mine -> won, anyone else's or none -> lost.
+// there is one): mine -> won, anyone else's, a note or none -> lost.
 func (b *ClaimOnly) decideByToken(req claim.Request, rec claimRecord, ok bool, id string) claim.Result {
 	switch {
 	case ok && rec.slot == req.Slot && rec.token == req.Token:

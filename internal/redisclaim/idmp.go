@@ -25,56 +25,69 @@ type idmpJob struct {
 }
 
 // idmpArgs is the claim's XADD: NOMKSTREAM IDMP <job> <slot> MAXLEN ~ n *.
-// go-redis sends IDMP only when both ProducerID and IdempotentID are set
-// (ProducerID alone sends nothing of it, silently).
 func (b *ClaimOnly) idmpArgs(req claim.Request) *redis.XAddArgs {
+	return b.idmpAdd(req.Job, req.Slot, claimFields(req))
+}
+
+// idmpAdd is the idempotent XADD of the entry (a claim or a note) of
+// (job, slot). go-redis sends IDMP only when both ProducerID and
+// IdempotentID are set (ProducerID alone sends nothing of it, silently).
+func (b *ClaimOnly) idmpAdd(job string, slot int64, values []any) *redis.XAddArgs {
 	return &redis.XAddArgs{
-		Stream:       b.runsKey(req.Job),
+		Stream:       b.runsKey(job),
 		NoMkStream:   true,
-		ProducerID:   req.Job,
-		IdempotentID: strconv.FormatInt(req.Slot, 10),
+		ProducerID:   job,
+		IdempotentID: strconv.FormatInt(slot, 10),
 		// Keep at least every entry an idempotency key may point to.
 		MaxLen: max(b.maxLen, b.idmpMax),
 		Approx: true,
 		ID:     "*",
-		Values: claimFields(req),
+		Values: values,
 	}
 }
 
-// claimIDMP configures the job's stream (once per process), sends the
-// idempotent XADD (with the SADD of the job to the index, in one pipeline)
-// and reads back the entry Redis answered with: a duplicate answers the
-// first claim's ID, with no error and no flag. It returns that entry ID.
+// claimIDMP sends the claim's idempotent XADD and reads back the entry
+// Redis answered with: a duplicate answers the first claim's ID, with no
+// error and no flag. It returns that entry ID.
 func (b *ClaimOnly) claimIDMP(ctx context.Context, req claim.Request) (claim.Result, string, error) {
+	id, err := b.xaddIDMP(ctx, req.Job, b.idmpArgs(req))
+	if err != nil {
+		return claim.Result{}, "", err
+	}
+	rec, ok, err := b.readClaim(ctx, req.Job, id)
+	if err != nil {
+		return claim.Result{}, "", err
+	}
+	return b.decideByToken(req, rec, ok, id), id, nil
+}
+
+// xaddIDMP configures the job's stream (once per process) and sends the
+// idempotent XADD args (with the SADD of the job to the index, in one
+// pipeline); it returns the ID Redis answered: the new entry's, or the
+// first entry's of the idempotency key.
+func (b *ClaimOnly) xaddIDMP(ctx context.Context, job string, args *redis.XAddArgs) (string, error) {
 	for try := 0; ; try++ {
-		if err := b.configureIDMP(ctx, req.Job); err != nil {
-			return claim.Result{}, "", err
+		if err := b.configureIDMP(ctx, job); err != nil {
+			return "", err
 		}
-		cmd, err := b.withIndex(ctx, req.Job, func(p redis.Pipeliner) redis.Cmder {
-			return p.XAdd(ctx, b.idmpArgs(req))
+		cmd, err := b.withIndex(ctx, job, func(p redis.Pipeliner) redis.Cmder {
+			return p.XAdd(ctx, args)
 		})
 		if err != nil {
-			return claim.Result{}, "", err
+			return "", err
 		}
 		id, err := cmd.(*redis.StringCmd).Result()
 		if errors.Is(err, redis.Nil) {
 			// NOMKSTREAM: the stream is gone (deleted behind our back).
 			// Configure it again rather than let XADD create it with the
 			// server's defaults.
-			b.unconfigured(req.Job)
+			b.unconfigured(job)
 			if try == 0 {
 				continue
 			}
-			return claim.Result{}, "", fmt.Errorf("%s vanished again while it was configured", b.runsKey(req.Job))
+			return "", fmt.Errorf("%s vanished again while it was configured", b.runsKey(job))
 		}
-		if err != nil {
-			return claim.Result{}, "", err
-		}
-		rec, ok, err := b.readClaim(ctx, req.Job, id)
-		if err != nil {
-			return claim.Result{}, "", err
-		}
-		return b.decideByToken(req, rec, ok, id), id, nil
+		return id, err
 	}
 }
 

@@ -1,7 +1,6 @@
 package redisclaim
 
 import (
-	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -27,17 +26,22 @@ import (
 //	{<ns>:<job>}:state    hash    <slot ms> -> the run, JSON: status, attempt,
 //	                              instance, token, started_at, finished_at,
 //	                              lease_until, exit_code, output_tail (times
-//	                              in store ms)
+//	                              in store ms); or the slot's note (Record):
+//	                              status (skipped, missed, unknown), reason,
+//	                              held_by, instance, finished_at
 //	{<ns>:<job>}:slots    zset    <slot ms> scored by itself: the job's settled
 //	                              runs (finished, interrupted) in slot order,
 //	                              for status and Prune
 //	{<ns>:<job>}:live     hash    <slot ms> -> lease_until, for every running
 //	                              run: the overlap rule's question reads it,
 //	                              and status and Prune find running runs in it
+//	{<ns>:<job>}:notes    zset    <slot ms> scored by itself: the job's notes,
+//	                              for status and Prune (created by the first
+//	                              note)
 //	{<ns>:<job>}:history  stream  claimed / takeover / interrupted / finished /
-//	                              released, with slot, attempt, token, instance
-//	                              (and status for finished); MAXLEN ~
-//	                              HistoryMaxLen
+//	                              released / noted, with slot, attempt, token,
+//	                              instance (status for finished and noted,
+//	                              reason for noted); MAXLEN ~ HistoryMaxLen
 //
 // and one key outside them, the set <ns>:jobs of job names (for status and
 // Prune over every job; added to with every claim, in the claim's pipeline,
@@ -51,14 +55,24 @@ import (
 // lease_until, a release sets it to now - 1ms, a finish or an interruption
 // removes it, Prune removes pruned slots.
 //
-// Every run is in :live or :slots: a run enters :slots when it settles (a
-// finish or an interruption moves it from :live to :slots), not when it is
-// claimed, so that a claim writes three keys and not four; ZADD into a
-// small (listpack) sorted set walks the whole set and was the dearest write
-// of a claim. Earlier versions indexed a run in :slots when they claimed it:
-// their running runs are in both, which ListRuns and Prune allow for, and
-// Prune indexes a run that an earlier version interrupted without indexing
-// (lua/lease_prune.lua).
+// Every run is in :live or :slots (every note in :notes): a run enters
+// :slots when it settles (a finish or an interruption moves it from :live
+// to :slots), not when it is claimed, so that a claim writes three keys and
+// not four; ZADD into a small (listpack) sorted set walks the whole set and
+// was the dearest write of a claim. Earlier versions indexed a run in
+// :slots when they claimed it: their running runs are in both, which
+// ListRuns and Prune allow for, and Prune indexes a run that an earlier
+// version interrupted without indexing (lua/lease_prune.lua).
+//
+// A note (Record: a slot no attempt ran, skipped, missed or unknown) is
+// written by one script into :state where the slot has nothing, so that
+// the claim script finds it as it finds a finished run and answers done,
+// with no read of its own: a claim costs nothing more. It is indexed in
+// :notes rather than :slots, so that listing runs reads no notes and
+// listing notes no runs. An earlier version beside this one answers done
+// too (naming the instance that recorded the note as the run's holder),
+// lists no notes, and its Prune repair indexes them in :slots, which
+// ListRuns and Prune allow for.
 //
 // Store time is Redis TIME, read inside each script on the node that holds
 // the job; no instance's clock enters a decision.
@@ -81,6 +95,8 @@ var (
 	leaseReadLua string
 	//go:embed lua/lease_prune.lua
 	leasePruneLua string
+	//go:embed lua/lease_record.lua
+	leaseRecordLua string
 
 	leaseClaim   = redis.NewScript(leasePreludeLua + leaseClaimLua)
 	leaseRenew   = redis.NewScript(leasePreludeLua + leaseRenewLua)
@@ -88,6 +104,7 @@ var (
 	leaseRelease = redis.NewScript(leasePreludeLua + leaseReleaseLua)
 	leaseRead    = redis.NewScript(leasePreludeLua + leaseReadLua) // run read-only: EVALSHA_RO
 	leasePrune   = redis.NewScript(leasePreludeLua + leasePruneLua)
+	leaseRecord  = redis.NewScript(leasePreludeLua + leaseRecordLua)
 )
 
 const (
@@ -104,8 +121,8 @@ const (
 	maxLease = 10 * 365 * 24 * time.Hour
 )
 
-// Backend is the Redis lease backend: a claim.Leaser and claim.Pruner. It is
-// safe for concurrent use.
+// Backend is the Redis lease backend: a claim.Leaser, claim.Pruner and
+// claim.Recorder. It is safe for concurrent use.
 type Backend struct {
 	c      redis.UniversalClient
 	owned  bool // Close closes c
@@ -115,10 +132,11 @@ type Backend struct {
 }
 
 var (
-	_ claim.Backend = (*Backend)(nil)
-	_ claim.Leaser  = (*Backend)(nil)
-	_ claim.Pruner  = (*Backend)(nil)
-	_ claim.Batcher = (*Backend)(nil)
+	_ claim.Backend  = (*Backend)(nil)
+	_ claim.Leaser   = (*Backend)(nil)
+	_ claim.Pruner   = (*Backend)(nil)
+	_ claim.Batcher  = (*Backend)(nil)
+	_ claim.Recorder = (*Backend)(nil)
 )
 
 // New connects to Redis (o.Client, or a client made from o.URL) and checks
@@ -141,7 +159,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		b.Close()
 		return nil, fmt.Errorf("redis lease strategy: needs Redis 7.0 or later (EVALSHA_RO), the server is %s", v)
 	}
-	if err := loadScripts(ctx, c, leaseClaim, leaseRenew, leaseFinish, leaseRelease, leaseRead, leasePrune); err != nil {
+	if err := loadScripts(ctx, c, leaseClaim, leaseRenew, leaseFinish, leaseRelease, leaseRead, leasePrune, leaseRecord); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("redis lease strategy: %w", err)
 	}
@@ -164,12 +182,13 @@ func (b *Backend) Close() error {
 
 // jobKeys are the keys of one job (see the layout above).
 type jobKeys struct {
-	state, slots, live, history string
+	state, slots, live, notes, history string
 }
 
 func (b *Backend) keys(job string) jobKeys {
 	tag := "{" + b.ns + ":" + job + "}"
-	return jobKeys{state: tag + ":state", slots: tag + ":slots", live: tag + ":live", history: tag + ":history"}
+	return jobKeys{state: tag + ":state", slots: tag + ":slots", live: tag + ":live", notes: tag + ":notes",
+		history: tag + ":history"}
 }
 
 // jobsKey is the set of the namespace's job names.
@@ -487,6 +506,9 @@ type storedRun struct {
 	LeaseUntil int64  `json:"lease_until"`
 	ExitCode   *int   `json:"exit_code"`
 	OutputTail string `json:"output_tail"`
+	// A note's (Record).
+	Reason string `json:"reason"`
+	HeldBy int64  `json:"held_by"`
 }
 
 // decodeRun decodes the state of (job, slot).
@@ -497,117 +519,21 @@ func decodeRun(job string, slot int64, raw string) (claim.Run, error) {
 	}
 	r := claim.Run{
 		Job: job, Slot: slot, Status: claim.Status(s.Status), Attempt: s.Attempt,
-		Instance: s.Instance, Token: claim.Token(s.Token), StartedAt: fromMs(s.StartedAt),
-		LeaseUntil: fromMs(s.LeaseUntil), ExitCode: s.ExitCode, OutputTail: s.OutputTail,
+		Instance: s.Instance, Token: claim.Token(s.Token), ExitCode: s.ExitCode, OutputTail: s.OutputTail,
+		Reason: s.Reason, HeldBy: s.HeldBy,
 	}
-	if s.FinishedAt != 0 {
-		r.FinishedAt = fromMs(s.FinishedAt)
-	}
+	// A note has no start and no lease: its times stay zero.
+	r.StartedAt, r.FinishedAt, r.LeaseUntil = msOrZero(s.StartedAt), msOrZero(s.FinishedAt), msOrZero(s.LeaseUntil)
 	return r, nil
-}
-
-// ListRuns returns recent runs, newest slot first (then by job), at most
-// q.Limit (default 50). For every job it reads the newest settled slots from
-// the job's slots index and the running ones from its live hash, merges
-// them, and then reads only the runs it returns.
-func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
-	}
-	jobs := []string{q.Job}
-	if q.Job == "" {
-		var err error
-		if jobs, err = b.c.SMembers(ctx, b.jobsKey()).Result(); err != nil {
-			return nil, fmt.Errorf("list runs: read %s: %w", b.jobsKey(), err)
-		}
-	} else if err := checkJob(q.Job); err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	if len(jobs) == 0 {
-		return nil, nil
-	}
-
-	// The newest limit slots of every job; the newest limit of all of them.
-	type runKey struct {
-		job  string
-		slot int64
-	}
-	newest := make([]*redis.StringSliceCmd, len(jobs))
-	running := make([]*redis.StringSliceCmd, len(jobs))
-	if _, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, job := range jobs {
-			// :live first: a run that settles in between is then read in
-			// both, and never in neither.
-			k := b.keys(job)
-			running[i] = p.HKeys(ctx, k.live)
-			newest[i] = p.ZRevRange(ctx, k.slots, 0, int64(limit-1))
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("list runs: read the slots: %w", err)
-	}
-	var keys []runKey
-	for i, job := range jobs {
-		k := b.keys(job)
-		settled := len(keys)
-		for _, s := range newest[i].Val() {
-			slot, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("list runs: %s holds %q, not a slot", k.slots, s)
-			}
-			keys = append(keys, runKey{job, slot})
-		}
-		indexed := keys[settled:]
-		for _, s := range running[i].Val() {
-			slot, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("list runs: %s holds %q, not a slot", k.live, s)
-			}
-			// A running run of an earlier version is in both indexes.
-			if rk := (runKey{job, slot}); !slices.Contains(indexed, rk) {
-				keys = append(keys, rk)
-			}
-		}
-	}
-	slices.SortFunc(keys, func(a, b runKey) int {
-		return cmp.Or(cmp.Compare(b.slot, a.slot), cmp.Compare(a.job, b.job))
-	})
-	keys = keys[:min(len(keys), limit)]
-
-	states := make([]*redis.StringCmd, len(keys))
-	if _, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			states[i] = p.HGet(ctx, b.keys(k.job).state, strconv.FormatInt(k.slot, 10))
-		}
-		return nil
-	}); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("list runs: read the runs: %w", err)
-	}
-	out := make([]claim.Run, 0, len(keys))
-	for i, k := range keys {
-		raw, err := states[i].Result()
-		if errors.Is(err, redis.Nil) {
-			continue // pruned between the two reads
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list runs: read %s@%d: %w", k.job, k.slot, err)
-		}
-		run, err := decodeRun(k.job, k.slot, raw)
-		if err != nil {
-			return nil, fmt.Errorf("list runs: %s@%d: %w", k.job, k.slot, err)
-		}
-		out = append(out, run)
-	}
-	return out, nil
 }
 
 // Prune deletes, for every job in the index, the runs whose slot is older
 // than store now - olderThan and that are finished or whose lease ended
-// before that cutoff; a run with a live lease is never deleted. It also
-// trims the job's history events older than the cutoff, forgets a job
-// left with no keys, and indexes the runs an earlier version settled
-// without indexing them (see the layout above). olderThan must exceed every
+// before that cutoff, and the notes whose slot is older than the cutoff; a
+// run with a live lease is never deleted. It also trims the job's history
+// events older than the cutoff, forgets a job left with no keys, and
+// indexes the runs an earlier version settled without indexing them (see
+// the layout above). olderThan must exceed every
 // job's maxLate: a pruned slot that is not yet late would be won again.
 func (b *Backend) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
 	if olderThan < 0 {
@@ -632,41 +558,56 @@ func (b *Backend) Prune(ctx context.Context, olderThan time.Duration) (int64, er
 	return total, nil
 }
 
-// pruneJob prunes one job in batches of pruneBatch slots.
+// pruneJob prunes one job in batches of pruneBatch slots: its settled
+// runs (:slots), then its notes (:notes), whose last batch also looks at
+// the running runs and forgets a job left with nothing.
 func (b *Backend) pruneJob(ctx context.Context, job string, olderThan time.Duration) (int64, error) {
 	if checkJob(job) != nil {
 		return 0, nil // not a name this backend wrote
 	}
 	k := b.keys(job)
-	keys := []string{k.state, k.slots, k.live, k.history}
-	after := "-inf"
 	var deleted int64
-	for {
-		v, err := leasePrune.Run(ctx, b.c, keys, olderThan.Milliseconds(), after, pruneBatch).Slice()
+	for _, index := range []string{"slots", "notes"} {
+		n, empty, err := b.pruneIndex(ctx, job, k, index, olderThan)
+		deleted += n
 		if err != nil {
 			return deleted, err
 		}
+		if empty {
+			return deleted, b.forgetJob(ctx, job, k)
+		}
+	}
+	return deleted, nil
+}
+
+// pruneIndex runs the prune script over one index of the job (slots or
+// notes) until a batch comes back short; empty reports a job left with no
+// keys.
+func (b *Backend) pruneIndex(ctx context.Context, job string, k jobKeys, index string, olderThan time.Duration) (deleted int64, empty bool, err error) {
+	keys := []string{k.state, k.slots, k.live, k.history, k.notes}
+	after := "-inf"
+	for {
+		v, err := leasePrune.Run(ctx, b.c, keys, olderThan.Milliseconds(), after, pruneBatch, index).Slice()
+		if err != nil {
+			return deleted, false, err
+		}
 		if len(v) != 5 {
-			return deleted, fmt.Errorf("unexpected script reply %v", v)
+			return deleted, false, fmt.Errorf("unexpected script reply %v", v)
 		}
 		last, _ := v[2].(string)
 		nums, err := int64s([]any{v[0], v[1], v[3], v[4]})
 		if err != nil {
-			return deleted, err
+			return deleted, false, err
 		}
 		deleted += nums[0]
 		if nums[3] > 0 {
 			b.log.Info("indexed runs an earlier version settled without indexing them",
 				zap.String("job", job), zap.Int64("runs", nums[3]))
 		}
-		if nums[1] == pruneBatch {
-			after = "(" + last
-			continue
+		if nums[1] < pruneBatch {
+			return deleted, nums[2] == 1, nil
 		}
-		if nums[2] == 1 {
-			return deleted, b.forgetJob(ctx, job, k)
-		}
-		return deleted, nil
+		after = "(" + last
 	}
 }
 
@@ -691,3 +632,11 @@ func (b *Backend) forgetJob(ctx context.Context, job string, k jobKeys) error {
 }
 
 func fromMs(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+// msOrZero is fromMs(v), or the zero time for 0 (a time not stored).
+func msOrZero(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return fromMs(v)
+}

@@ -2,13 +2,22 @@
 // docs/spec.md#s3): one backend type "redis" whose strategy
 // (backend.redis.strategy) picks how the claim is decided.
 //
-//   - lease (lease.go): the lease decision table of docs/spec.md#s3-1 as one
-//     Lua script per operation; a claim.Leaser and claim.Pruner.
+//   - lease (lease.go, lease_runs.go): the lease decision table of
+//     docs/spec.md#s3-1 as one Lua script per operation; a claim.Leaser,
+//     claim.Pruner and claim.Recorder.
 //   - stream-id, idmp, script, auto (claimonly.go, streamid.go, idmp.go,
-//     script.go, results.go): the claim-only strategies of
-//     docs/spec.md#s3-2, one claim.Backend type, ClaimOnly (NewClaimOnly);
-//     auto runs idmp where the server has XADD IDMP (Redis 8.6+) and script
-//     elsewhere.
+//     script.go, results.go, claimonly_record.go): the claim-only
+//     strategies of docs/spec.md#s3-2, one claim.Backend and
+//     claim.Recorder type, ClaimOnly (NewClaimOnly); auto runs idmp where
+//     the server has XADD IDMP (Redis 8.6+) and script elsewhere.
+//
+// Every strategy records the outcome of a slot no attempt ran (a note:
+// skipped, missed, unknown; claim.Recorder) with the claim's own
+// primitive, on the keys the claim decides with, so that a note and the
+// claims of its slot are decided against each other in one atomic step and
+// the claim path costs nothing more: a later claim of a noted slot is done
+// (lease) or lost (claim-only). ListRuns lists notes like runs and selects
+// by status before it applies the limit.
 //
 // CheckStrategy answers, for anarchond validate, whether a server can run a
 // strategy and which one auto picks, without opening a backend.

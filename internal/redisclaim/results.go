@@ -121,12 +121,18 @@ func parseResult(m redis.XMessage) (resultRecord, bool) {
 type joinedRun struct {
 	claims  []claimRecord
 	results []resultRecord
+	notes   []noteRecord
 }
 
 // run joins a run's claims and results: the claim names the owner (the one
 // with a result, where a forgotten slot was claimed twice; else the
 // newest); the owner's result (or, without one, the newest result) its end.
+// A slot with neither is its note: the first recorded.
 func (j *joinedRun) run(job string, slot int64) claim.Run {
+	if len(j.claims) == 0 && len(j.results) == 0 {
+		first := slices.MinFunc(j.notes, func(a, b noteRecord) int { return a.at.Compare(b.at) })
+		return first.run(job)
+	}
 	r := claim.Run{Job: job, Slot: slot, Status: claim.StatusRunning, Attempt: 1}
 	var c *claimRecord
 	var res *resultRecord
@@ -164,80 +170,151 @@ func (j *joinedRun) run(job string, slot int64) claim.Run {
 	return r
 }
 
-// ListRuns returns recent runs, newest slot first (then by job), at most
-// q.Limit (default 50). For every job (q.Job, or every job in the index) it
-// reads the newest q.Limit claims and 2*q.Limit results in one pipeline and
-// joins them per (job, slot); a claim with no result is running.
+// ListRuns returns recent runs and notes, newest slot first (then by job),
+// at most q.Limit (default 50) of those in q.Statuses (all when empty).
+// For every job (q.Job, or every job in the index) it reads the newest n
+// entries of :runs (claims and notes), 2n results and (stream-id) n notes
+// of :notes in one pipeline, starting with n = q.Limit, and joins them per
+// (job, slot); a claim with no result is running. A read that came back
+// full may have left out runs older than the oldest slot it holds: only
+// the runs above the highest such slot are selected, and where fewer than
+// the limit were, it reads again with 4n.
 func (b *ClaimOnly) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
-	}
-	jobs := []string{q.Job}
-	if q.Job == "" {
-		var err error
-		if jobs, err = b.c.SMembers(ctx, b.jobsKey()).Result(); err != nil {
-			return nil, fmt.Errorf("list runs: read %s: %w", b.jobsKey(), err)
-		}
-		jobs = slices.DeleteFunc(jobs, func(j string) bool { return checkJob(j) != nil })
-	} else if err := checkJob(q.Job); err != nil {
+	limit := listLimit(q)
+	jobs, err := listJobs(ctx, b.c, b.jobsKey(), q)
+	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	claims := make([]*redis.XMessageSliceCmd, len(jobs))
-	results := make([]*redis.XMessageSliceCmd, len(jobs))
+	for n := int64(limit); ; n *= 4 {
+		found, d, err := b.readJoined(ctx, jobs, n)
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		out := make([]claim.Run, 0, len(found))
+		for k, j := range found {
+			if r := j.run(k.job, k.slot); k.slot >= d.bound && q.Wants(r.Status) {
+				out = append(out, r)
+			}
+		}
+		slices.SortFunc(out, func(a, b claim.Run) int {
+			return cmp.Or(cmp.Compare(b.Slot, a.Slot), cmp.Compare(a.Job, b.Job))
+		})
+		if len(out) >= limit || !d.more {
+			return out[:min(len(out), limit)], nil
+		}
+	}
+}
+
+// readDepth is how far the reads of a listing went: more when one came
+// back full, and then bound, the highest of the oldest slots the full ones
+// hold (below it, runs may be missing).
+type readDepth struct {
+	more  bool
+	bound int64
+}
+
+// read notes a read of got entries, of which the oldest slot is oldest,
+// capped at want.
+func (d *readDepth) read(got int, want, oldest int64) {
+	if int64(got) < want {
+		return
+	}
+	if !d.more || oldest > d.bound {
+		d.bound = oldest
+	}
+	d.more = true
+}
+
+// joinedReads are the reads of one job's streams by readJoined.
+type joinedReads struct {
+	claims, results *redis.XMessageSliceCmd
+	notes           *redis.ZSliceCmd // stream-id
+}
+
+// readJoined reads, for every job, the newest n entries of :runs, 2n of
+// :results and (stream-id) n of :notes, in one pipeline, and joins them
+// per run.
+func (b *ClaimOnly) readJoined(ctx context.Context, jobs []string, n int64) (map[runKey]*joinedRun, readDepth, error) {
+	reads := make([]joinedReads, len(jobs))
 	if _, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, job := range jobs {
-			claims[i] = p.XRevRangeN(ctx, b.runsKey(job), "+", "-", int64(limit))
-			results[i] = p.XRevRangeN(ctx, b.resultsKey(job), "+", "-", 2*int64(limit))
+			reads[i].claims = p.XRevRangeN(ctx, b.runsKey(job), "+", "-", n)
+			reads[i].results = p.XRevRangeN(ctx, b.resultsKey(job), "+", "-", 2*n)
+			if b.strategy == StrategyStreamID {
+				reads[i].notes = p.ZRevRangeByScoreWithScores(ctx, b.notesKey(job),
+					&redis.ZRangeBy{Min: "-inf", Max: "+inf", Count: n})
+			}
 		}
 		return nil
 	}); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("list runs: read the streams: %w", err)
-	}
-	type runKey struct {
-		job  string
-		slot int64
+		return nil, readDepth{}, fmt.Errorf("read the streams: %w", err)
 	}
 	found := map[runKey]*joinedRun{}
-	get := func(k runKey) *joinedRun {
-		j := found[k]
-		if j == nil {
-			j = &joinedRun{}
-			found[k] = j
-		}
-		return j
-	}
+	var d readDepth
 	for i, job := range jobs {
-		cs, err := claims[i].Result()
-		if err != nil {
-			return nil, fmt.Errorf("list runs: read %s: %w", b.runsKey(job), err)
-		}
-		for _, m := range cs {
-			if c, ok := parseClaim(m); ok {
-				j := get(runKey{job, c.slot})
-				j.claims = append(j.claims, c)
-			}
-		}
-		rs, err := results[i].Result()
-		if err != nil {
-			return nil, fmt.Errorf("list runs: read %s: %w", b.resultsKey(job), err)
-		}
-		for _, m := range rs {
-			if r, ok := parseResult(m); ok {
-				j := get(runKey{job, r.slot})
-				j.results = append(j.results, r)
-			}
+		if err := b.joinJob(job, reads[i], n, found, &d); err != nil {
+			return nil, readDepth{}, err
 		}
 	}
-	out := make([]claim.Run, 0, len(found))
-	for k, j := range found {
-		out = append(out, j.run(k.job, k.slot))
+	return found, d, nil
+}
+
+// joinJob adds one job's reads to found, and their depth to d.
+func (b *ClaimOnly) joinJob(job string, r joinedReads, n int64, found map[runKey]*joinedRun, d *readDepth) error {
+	get := func(slot int64) *joinedRun {
+		k := runKey{job, slot}
+		if found[k] == nil {
+			found[k] = &joinedRun{}
+		}
+		return found[k]
 	}
-	slices.SortFunc(out, func(a, b claim.Run) int {
-		return cmp.Or(cmp.Compare(b.Slot, a.Slot), cmp.Compare(a.Job, b.Job))
-	})
-	return out[:min(len(out), limit)], nil
+	cs, err := r.claims.Result()
+	if err != nil {
+		return fmt.Errorf("read %s: %w", b.runsKey(job), err)
+	}
+	oldest := int64(maxMs)
+	for _, m := range cs {
+		if c, ok := parseClaim(m); ok && c.note != nil {
+			j := get(c.slot)
+			j.notes, oldest = append(j.notes, *c.note), min(oldest, c.slot)
+		} else if ok {
+			j := get(c.slot)
+			j.claims, oldest = append(j.claims, c), min(oldest, c.slot)
+		}
+	}
+	d.read(len(cs), n, oldest)
+	rs, err := r.results.Result()
+	if err != nil {
+		return fmt.Errorf("read %s: %w", b.resultsKey(job), err)
+	}
+	oldest = maxMs
+	for _, m := range rs {
+		if res, ok := parseResult(m); ok {
+			j := get(res.slot)
+			j.results, oldest = append(j.results, res), min(oldest, res.slot)
+		}
+	}
+	d.read(len(rs), 2*n, oldest)
+	if r.notes == nil {
+		return nil
+	}
+	ns, err := r.notes.Result()
+	if err != nil {
+		return fmt.Errorf("read %s: %w", b.notesKey(job), err)
+	}
+	oldest = maxMs
+	for _, z := range ns {
+		member, _ := z.Member.(string)
+		note, err := parseNoteMember(member)
+		if err != nil {
+			return fmt.Errorf("%s: %w", b.notesKey(job), err)
+		}
+		j := get(note.slot)
+		j.notes, oldest = append(j.notes, note), min(oldest, note.slot)
+	}
+	d.read(len(ns), n, oldest)
+	return nil
 }

@@ -14,7 +14,7 @@
 -- a field zero; event is the history event written (claimed, takeover,
 -- interrupted), or '' when the decision wrote nothing; holder is the
 -- instance that holds the run (running) or ran it (done, not
--- interrupted), else ''. Outcome 'index'
+-- interrupted nor noted), else ''. Outcome 'index'
 -- asks the caller to index the job and send the claim again: the claim
 -- would create the job's state, and the index must name a job before any
 -- run of it exists.
@@ -54,7 +54,10 @@ if raw then
     return {'won', run.attempt, now, run.lease_until, '', ''} -- my own claim, re-sent
   end
   if run.status ~= 'running' then
-    if run.status == 'interrupted' then
+    -- Nobody ran an interrupted run to its end, nor a noted slot (a note:
+    -- skipped, missed or unknown, lease_record.lua): no holder.
+    local st = run.status
+    if st == 'interrupted' or st == 'skipped' or st == 'missed' or st == 'unknown' then
       return {'done', 0, now, 0, '', ''}
     end
     return {'done', 0, now, 0, '', run.instance}
