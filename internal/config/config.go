@@ -166,6 +166,9 @@ type Job struct {
 	KillGrace       time.Duration
 	Shell           string
 	OutputTailBytes int
+	// InheritEnv names the daemon's environment variables the job gets
+	// besides its clean environment (docs/spec.md#s6-jobs); never ANARCHON_*.
+	InheritEnv []string
 
 	Line  int // the line of the job's entry in File
 	Index int // the job's position in jobs, from 0

@@ -512,6 +512,7 @@ type policy struct {
 	killGrace    setting[int64]
 	shell        setting[string]
 	outputTail   setting[int64]
+	inheritEnv   setting[[]string]
 }
 
 // DefaultClaimAheadMs is the built-in claimAheadMs of backendType.
@@ -572,6 +573,7 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	pol.killGrace = get(p, vals, prefix+"killGraceMs", base.killGrace, p.asInt, ms(0))
 	pol.shell = get(p, vals, prefix+"shell", base.shell, p.asString, notEmpty)
 	pol.outputTail = get(p, vals, prefix+"outputTailBytes", base.outputTail, p.asInt, intRange(0, MaxOutputTailBytes))
+	pol.inheritEnv = get(p, vals, prefix+"inheritEnv", base.inheritEnv, p.asEnvNames, nil)
 	return pol
 }
 
@@ -825,6 +827,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.KillGrace = time.Duration(pol.killGrace.val) * time.Millisecond
 	j.Shell = pol.shell.val
 	j.OutputTailBytes = int(pol.outputTail.val)
+	j.InheritEnv = pol.inheritEnv.val
 
 	info := jobInfo{name: rj.name, pol: pol}
 	sched := str("schedule", func(s string) string {

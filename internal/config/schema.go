@@ -48,6 +48,7 @@ var defaultsSpecs = []*spec{
 	{key: "killGraceMs", kind: kindInt},
 	{key: "shell", kind: kindString},
 	{key: "outputTailBytes", kind: kindInt},
+	{key: "inheritEnv", kind: kindStrings},
 }
 
 // jobSpecs are the keys of one entry of "jobs".

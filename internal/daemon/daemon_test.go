@@ -38,6 +38,7 @@ jobs:
   - name: tick
     schedule: "* * * * * *"
     command: echo "$ANARCHON_SLOT_MS" >> ticks.log
+    workdir: "@DIR@"
 `
 
 // notifications collects what the daemon tells systemd.
@@ -123,6 +124,7 @@ func TestDaemonNotifiesServesAndReloads(t *testing.T) {
 		t.Helper()
 		// Written beside and renamed over, as editors do.
 		tmp := file + ".tmp"
+		body = strings.ReplaceAll(body, "@DIR@", dir) // a job runs in its home without workdir
 		if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -3,12 +3,10 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/user"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/anarchon/anarchon/internal/supervise"
 )
@@ -50,7 +48,7 @@ func (r *Runner) prepare(e Execution) (launch, error) {
 			return l, fmt.Errorf("job %q: workdir %q is not a directory", name, job.Workdir)
 		}
 	}
-	l.spec = supervise.Spec{Parent: os.Getpid(), Dir: job.Workdir}
+	l.spec = supervise.Spec{Parent: os.Getpid()}
 	u, err := r.runAs(name, job.User, &l.spec)
 	if err != nil {
 		return l, err
@@ -60,7 +58,9 @@ func (r *Runner) prepare(e Execution) (launch, error) {
 			return l, err
 		}
 	}
-	l.env = r.environ(e, u)
+	id := identityOf(u)
+	l.spec.Dir = workdirOf(job.Workdir, id)
+	l.env = r.environ(e, id)
 	return l, nil
 }
 
@@ -140,39 +140,4 @@ func runAsGroup(job, name string, u *user.User, spec *supervise.Spec) error {
 	}
 	spec.GID = uint32(gid)
 	return nil
-}
-
-// environ builds the job's environment: BaseEnv, then (running as another
-// user) that user's HOME, USER and LOGNAME, then the job's env: map, then
-// the ANARCHON_* variables. Later entries replace earlier ones.
-func (r *Runner) environ(e Execution, u *user.User) []string {
-	env := make([]string, 0, len(r.BaseEnv)+len(e.Job.Env)+9)
-	for _, kv := range r.BaseEnv {
-		if !strings.HasPrefix(kv, supervise.Env+"=") {
-			env = append(env, kv)
-		}
-	}
-	if u != nil {
-		env = setenv(env, "HOME", u.HomeDir)
-		env = setenv(env, "USER", u.Username)
-		env = setenv(env, "LOGNAME", u.Username)
-	}
-	for _, k := range slices.Sorted(maps.Keys(e.Job.Env)) {
-		env = setenv(env, k, e.Job.Env[k])
-	}
-	slot, ms := slotOf(e)
-	env = setenv(env, "ANARCHON_JOB", jobName(e))
-	env = setenv(env, "ANARCHON_SLOT", slotString(slot))
-	env = setenv(env, "ANARCHON_SLOT_MS", strconv.FormatInt(ms, 10))
-	env = setenv(env, "ANARCHON_ATTEMPT", strconv.Itoa(e.Fence.Attempt))
-	env = setenv(env, "ANARCHON_TOKEN", string(e.Fence.Token))
-	env = setenv(env, "ANARCHON_INSTANCE", r.Instance)
-	return env
-}
-
-// setenv sets k=v in env, removing earlier entries of k.
-func setenv(env []string, k, v string) []string {
-	prefix := k + "="
-	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, prefix) })
-	return append(env, prefix+v)
 }

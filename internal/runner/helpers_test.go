@@ -268,6 +268,8 @@ func shellJob(name, command string) config.Job {
 		Name: name, Command: command, Shell: "/bin/sh",
 		Lease: 30 * time.Second, Heartbeat: 10 * time.Second,
 		Timeout: time.Minute, KillGrace: 5 * time.Second, OutputTailBytes: 64 << 10,
+		// A supervisor (this binary) runs with the job's environment.
+		InheritEnv: []string{"GORACE"},
 	}
 }
 

@@ -120,8 +120,9 @@ type Runner struct {
 	// Guard, when set, watches the jobs' process groups (StartGuard): the
 	// runner then starts each job directly, without a supervisor.
 	Guard *Guard
-	// BaseEnv is the environment every job starts from (the daemon's own,
-	// os.Environ()).
+	// BaseEnv is the daemon's environment (os.Environ()). A job does not
+	// start from it: it gets only the variables its inheritEnv names
+	// (docs/spec.md#s6-jobs).
 	BaseEnv []string
 	// Hooks observe the runner (metrics); every field may be nil.
 	Hooks Hooks

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,60 +14,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
-	"github.com/anarchon/anarchon/internal/supervise"
 )
-
-func TestEnvironment(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name, slot string
-		at         time.Time
-	}{
-		{"whole second", "2027-03-28T01:00:00Z", testSlot},
-		{"milliseconds", "2027-03-28T01:00:00.250Z", testSlot.Add(250 * time.Millisecond)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := &store{}
-			r, _ := newRunner(t, s, clock.Real{})
-			r.BaseEnv = append(r.BaseEnv, supervise.Env+`={"parent":1}`, "ANARCHON_TOKEN=spoofed")
-			job := shellJob("envjob", "")
-			job.Args = []string{"/usr/bin/env"}
-			job.Env = map[string]string{"SHARED": "job", "JOB_ONLY": "j", "ANARCHON_JOB": "spoofed"}
-			e := execution(job)
-			e.Slot, e.Fence.Slot = tc.at, tc.at.UnixMilli()
-			rep := run(t, r, context.Background(), e, 30*time.Second)
-			if rep.Status != claim.StatusSucceeded || !rep.Recorded || rep.Err != nil {
-				t.Fatalf("report = %+v", rep)
-			}
-			fins, _ := s.finished()
-			env := map[string]string{}
-			for _, line := range strings.Split(strings.TrimSpace(fins[0].OutputTail), "\n") {
-				k, v, _ := strings.Cut(line, "=")
-				env[k] = v
-			}
-			want := map[string]string{
-				"BASE_ONLY":         "base",
-				"SHARED":            "job",
-				"JOB_ONLY":          "j",
-				"ANARCHON_JOB":      "envjob",
-				"ANARCHON_SLOT":     tc.slot,
-				"ANARCHON_SLOT_MS":  strconv.FormatInt(tc.at.UnixMilli(), 10),
-				"ANARCHON_ATTEMPT":  "2",
-				"ANARCHON_TOKEN":    string(testToken),
-				"ANARCHON_INSTANCE": "test-1",
-			}
-			for k, v := range want {
-				if env[k] != v {
-					t.Errorf("%s = %q, want %q", k, env[k], v)
-				}
-			}
-			if v, ok := env[supervise.Env]; ok {
-				t.Errorf("the job sees the supervisor's %s=%s", supervise.Env, v)
-			}
-		})
-	}
-}
 
 func TestShellAndArgs(t *testing.T) {
 	t.Parallel()
@@ -436,7 +382,8 @@ func TestRunAsUser(t *testing.T) {
 	job.Env = map[string]string{"USER": "from-env"} // the job's env: wins
 	rep = run(t, r, context.Background(), execution(job), 30*time.Second)
 	fins, _ = s.finished()
-	if want := "65534\n65534\nhome=/nonexistent user=from-env\n"; rep.Status != claim.StatusSucceeded || fins[1].OutputTail != want {
+	home, _ := passwdEntry(t, "nobody")
+	if want := "65534\n65534\nhome=" + home + " user=from-env\n"; rep.Status != claim.StatusSucceeded || fins[1].OutputTail != want {
 		t.Fatalf("report %+v, output %q, want %q", rep, fins[1].OutputTail, want)
 	}
 

@@ -61,6 +61,9 @@ func Main(argv []string) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Dir = spec.Dir
+	// The job's environment as the runner built it: set explicitly, so that
+	// os/exec adds no PWD (a job started directly gets none either).
+	cmd.Env = os.Environ()
 	if spec.UID != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{
 			Uid: *spec.UID, Gid: spec.GID, Groups: spec.Groups,

@@ -171,6 +171,12 @@ func writeCrontab(path string, i int, namespace string, backend map[string]any, 
 			MaxAttempts: maxAttempts, Overlap: "skip", Timeout: "60s", KillGraceMs: killGraceMs,
 		},
 	}
+	// Absolute: a job runs in its user's home, not in the harness's
+	// directory.
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("crontab of instance %d: %w", i, err)
+	}
 	journal := filepath.Join(dir, fmt.Sprintf("journal-%d.log", i))
 	fence := filepath.Join(dir, "fence")
 	for _, j := range jobs {
