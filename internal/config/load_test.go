@@ -31,7 +31,7 @@ func TestLoadPermissions(t *testing.T) {
 	}{
 		{name: "0644", mode: 0o644},
 		{name: "0600", mode: 0o600},
-		{name: "0666", mode: 0o666, wantErr: "file is writable by group or others (mode 0666); fix with chmod go-w, or pass --insecure-allow-writable-config for development"},
+		{name: "0666", mode: 0o666, wantErr: "is writable by group or others (mode 0666); fix with chmod go-w "},
 		{name: "0620 group-writable", mode: 0o620, wantErr: "(mode 0620)"},
 		{name: "0602 world-writable", mode: 0o602, wantErr: "(mode 0602)"},
 		{name: "0666 allowed", mode: 0o666, allow: true, warn: "accepted because of --insecure-allow-writable-config"},
@@ -56,7 +56,8 @@ func TestLoadPermissions(t *testing.T) {
 				t.Fatalf("got %v", err)
 			}
 			e := errs[0]
-			if e.File != path || e.Line != 0 || !strings.Contains(e.Msg, tc.wantErr) {
+			if e.File != path || e.Line != 0 || !strings.Contains(e.Msg, tc.wantErr) ||
+				!strings.HasSuffix(e.Msg, "chmod go-w "+path+"; or pass --insecure-allow-writable-config for development") {
 				t.Errorf("got %+v", e)
 			}
 			if want := path + ": file is writable"; !strings.HasPrefix(e.Error(), want) {
