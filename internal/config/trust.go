@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/anarchon/anarchon/internal/secret"
 )
 
 // maxLinks bounds the symbolic links followed while checking a crontab's
@@ -121,7 +123,7 @@ func (c *trustCheck) checkDir(dir string, fi os.FileInfo) {
 
 // checkOwner reports p when neither root nor the daemon's user owns it.
 func (c *trustCheck) checkOwner(p string, fi os.FileInfo, kind string) {
-	uid, ok := fileOwner(fi)
+	uid, ok := secret.FileOwner(fi)
 	if !ok || uid == 0 || uid == c.uid {
 		return
 	}
