@@ -18,7 +18,7 @@ build: ## build bin/anarchond and bin/anarchon-supervise
 
 run: build ## run the daemon on configs/example.yaml (SQLite in ./data)
 	mkdir -p data
-	chmod go-w configs/example.yaml
+	chmod go-w configs configs/example.yaml
 	$(BIN) run --config configs/example.yaml
 
 test: test-go fuzz chaos-ci bench-smoke ## what CI runs: every test against the real stores, a short fuzz of each target, a 60 s chaos run of every backend, a smoke of the benchmarks

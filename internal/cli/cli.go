@@ -120,12 +120,24 @@ func (f *configFlags) register(c *cobra.Command, env Env) {
 	}
 	c.Flags().StringVarP(&f.path, "config", "c", def, "crontab file (env ANARCHON_CONFIG)")
 	c.Flags().BoolVar(&f.allowWritable, "insecure-allow-writable-config", false,
-		"accept a crontab writable by group or others (development only)")
+		"accept a crontab others than root and the daemon's user can change: writable by group or others, or owned by another user, or in such a directory (development only)")
 }
 
-// load reads the config; an invalid one prints every problem and maps to
-// exit code 2.
+// load reads the config and prints its warnings; an invalid one prints every
+// problem and maps to exit code 2.
 func (f *configFlags) load(env Env) (*config.Config, error) {
+	cfg, err := f.read(env)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
+	}
+	return cfg, nil
+}
+
+// read is load without printing the warnings.
+func (f *configFlags) read(env Env) (*config.Config, error) {
 	cfg, err := config.Load(f.path, config.LoadOptions{AllowInsecurePerms: f.allowWritable, Environ: env.Environ})
 	var errs config.Errors
 	switch {
@@ -137,9 +149,6 @@ func (f *configFlags) load(env Env) (*config.Config, error) {
 		return nil, &exitError{ExitUsage, errPrinted}
 	case err != nil:
 		return nil, usageError(err)
-	}
-	for _, w := range cfg.Warnings {
-		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
 	}
 	return cfg, nil
 }

@@ -70,7 +70,7 @@ func TestBadInput(t *testing.T) {
 		{"duplicate job", goodJobs + "  - name: a\n    schedule: \"@hourly\"\n    command: \"true\"\n", 0o644, []string{"validate"}, 2,
 			`(?m)^c\.yaml:6: job "a": jobs\[1\]\.name: duplicate job name "a" \(first defined at line 2\)$`},
 		{"world-writable crontab", goodJobs, 0o666, []string{"validate"}, 2,
-			`(?m)^c\.yaml: file is writable by group or others \(mode 0666\); fix with chmod go-w, or pass --insecure-allow-writable-config for development$`},
+			`(?m)^c\.yaml: file is writable by group or others \(mode 0666\); fix with chmod go-w c\.yaml; or pass --insecure-allow-writable-config for development$`},
 		{"world-writable crontab refused by run", goodJobs, 0o666, []string{"run"}, 2,
 			`(?m)^c\.yaml: file is writable by group or others`},
 		{"unwritable database path", "metrics: {listen: \"\"}\nbackend:\n  sqlite: {path: /nonexistent/dir/x.db}\n" + goodJobs, 0o644, []string{"run"}, 1,

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
@@ -20,7 +21,7 @@ func newRunCmd(env Env) *cobra.Command {
 		Short: "Run the daemon: claim and run the crontab's slots until SIGTERM",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := cf.load(env)
+			cfg, err := cf.read(env)
 			if err != nil {
 				return err
 			}
@@ -29,6 +30,9 @@ func newRunCmd(env Env) *cobra.Command {
 				return usageError(err)
 			}
 			defer log.Sync() //nolint:errcheck // stderr may not sync
+			for _, w := range cfg.Warnings {
+				log.Warn("crontab warning", zap.String("file", cf.path), zap.String("warning", w))
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return runtimeError(fmt.Errorf("find own executable for the job supervisor: %w", err))

@@ -18,8 +18,10 @@ import (
 
 // LoadOptions tune Load and Parse.
 type LoadOptions struct {
-	// AllowInsecurePerms accepts a crontab writable by group or others
-	// (development only; CLI flag --insecure-allow-writable-config).
+	// AllowInsecurePerms accepts a crontab that others than root and the
+	// daemon's user can change: the file or a directory above it writable by
+	// group or others, or owned by another user (development only; CLI flag
+	// --insecure-allow-writable-config). Each is a warning instead.
 	AllowInsecurePerms bool
 	// Environ is the environment used for ANARCHON_* overrides, as
 	// "NAME=value" strings; nil means the process environment (os.Environ),
@@ -32,8 +34,9 @@ type LoadOptions struct {
 // maxFileSize bounds the crontab Load reads.
 const maxFileSize = 16 << 20
 
-// insecureBits are the permission bits that let others rewrite the crontab,
-// and so run commands as the daemon's user on every host.
+// insecureBits are the permission bits that let others rewrite the crontab
+// (or replace it, on a directory), and so run commands as the daemon's user
+// on every host.
 const insecureBits = 0o022
 
 // Load reads, checks and resolves the crontab at path (docs/spec.md#s6), with
@@ -41,8 +44,8 @@ const insecureBits = 0o022
 //
 // When the crontab is invalid the error is an Errors listing every problem
 // (use errors.As). An error reading the file is returned as a plain wrapped
-// error. Load also refuses a file writable by group or others, unless
-// opt.AllowInsecurePerms is set.
+// error. Load also refuses a crontab that others than root and the daemon's
+// user can change (see checkTrust), unless opt.AllowInsecurePerms is set.
 func Load(path string, opt LoadOptions) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -64,15 +67,31 @@ func Load(path string, opt LoadOptions) (*Config, error) {
 		return nil, fmt.Errorf("load config: %s is larger than %d MiB", path, maxFileSize>>20)
 	}
 	p := newParser(path, opt)
-	if perm := fi.Mode().Perm(); perm&insecureBits != 0 {
-		if opt.AllowInsecurePerms {
-			p.warnf("%s: file is writable by group or others (mode %04o); accepted because of --insecure-allow-writable-config", path, perm)
-		} else {
-			p.errs = append(p.errs, &Error{File: path, Msg: fmt.Sprintf(
-				"file is writable by group or others (mode %04o); fix with chmod go-w, or pass --insecure-allow-writable-config for development", perm)})
-		}
+	if err := p.checkTrust(path, fi); err != nil {
+		return nil, err
 	}
 	return p.run(data)
+}
+
+// checkTrust reports each path that lets others than root and the daemon's
+// user change the crontab opened at path (fi): a problem, or a warning with
+// opt.AllowInsecurePerms. An error walking the path is returned.
+func (p *parser) checkTrust(path string, fi os.FileInfo) error {
+	problems, final, err := checkTrust(path)
+	if err != nil {
+		return fmt.Errorf("load config: check who can change %s: %w", path, err)
+	}
+	if final == nil || !os.SameFile(fi, final) {
+		return fmt.Errorf("load config: %s was replaced while it was read; try again", path)
+	}
+	for _, msg := range problems {
+		if p.opt.AllowInsecurePerms {
+			p.warnf("%s: %s; accepted because of --insecure-allow-writable-config (development only: do not run a crontab others can change)", path, msg)
+		} else {
+			p.errs = append(p.errs, &Error{File: path, Msg: msg + "; or pass --insecure-allow-writable-config for development"})
+		}
+	}
+	return nil
 }
 
 // Parse checks and resolves a crontab held in data, as Load does, but without

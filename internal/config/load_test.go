@@ -31,7 +31,7 @@ func TestLoadPermissions(t *testing.T) {
 	}{
 		{name: "0644", mode: 0o644},
 		{name: "0600", mode: 0o600},
-		{name: "0666", mode: 0o666, wantErr: "file is writable by group or others (mode 0666); fix with chmod go-w, or pass --insecure-allow-writable-config for development"},
+		{name: "0666", mode: 0o666, wantErr: "is writable by group or others (mode 0666); fix with chmod go-w "},
 		{name: "0620 group-writable", mode: 0o620, wantErr: "(mode 0620)"},
 		{name: "0602 world-writable", mode: 0o602, wantErr: "(mode 0602)"},
 		{name: "0666 allowed", mode: 0o666, allow: true, warn: "accepted because of --insecure-allow-writable-config"},
@@ -56,7 +56,8 @@ func TestLoadPermissions(t *testing.T) {
 				t.Fatalf("got %v", err)
 			}
 			e := errs[0]
-			if e.File != path || e.Line != 0 || !strings.Contains(e.Msg, tc.wantErr) {
+			if e.File != path || e.Line != 0 || !strings.Contains(e.Msg, tc.wantErr) ||
+				!strings.HasSuffix(e.Msg, "chmod go-w "+path+"; or pass --insecure-allow-writable-config for development") {
 				t.Errorf("got %+v", e)
 			}
 			if want := path + ": file is writable"; !strings.HasPrefix(e.Error(), want) {
@@ -107,7 +108,7 @@ func TestExampleConfig(t *testing.T) {
 			t.Errorf("warning: %s", w)
 		}
 	}
-	if cfg.Backend.Type != "sqlite" || cfg.Backend.SQLite.Path != "./data/anarchon.db" || len(cfg.Jobs) != 2 {
+	if cfg.Backend.Type != "sqlite" || cfg.Backend.SQLite.Path != filepath.Join("..", "..", "data", "anarchon.db") || len(cfg.Jobs) != 2 {
 		t.Fatalf("got %+v", cfg)
 	}
 	hello, minute := cfg.Jobs[0], cfg.Jobs[1]
@@ -117,5 +118,40 @@ func TestExampleConfig(t *testing.T) {
 	}
 	if minute.Schedule != "* * * * *" || minute.Location == nil || minute.Location.String() != "Europe/Athens" {
 		t.Errorf("minute job: %+v", minute)
+	}
+}
+
+// TestRelativePathsFollowTheCrontab: the store's relative file paths are
+// relative to the crontab's directory, whatever the working directory;
+// absolute ones and job workdirs are kept as written.
+func TestRelativePathsFollowTheCrontab(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "anarchon.yaml")
+	data := "backend:\n  type: sqlite\n  sqlite: {path: state/anarchon.db}\n" +
+		"  postgres: {dsn: \"postgres://h/db\", passwordFile: ../secrets/pg, tls: {caFile: ca.pem, certFile: /abs/c.pem, keyFile: k.pem}}\n" +
+		"  nats: {passwordFile: ./nats-pw}\n" +
+		"jobs:\n" + job("a") + "    workdir: work\n"
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir()) // another working directory
+	cfg, err := Load(path, opts(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cfg.Backend
+	for _, tc := range []struct{ got, want string }{
+		{b.SQLite.Path, filepath.Join(dir, "state", "anarchon.db")},
+		{b.Postgres.PasswordFile, filepath.Join(filepath.Dir(dir), "secrets", "pg")},
+		{b.Postgres.TLS.CAFile, filepath.Join(dir, "ca.pem")},
+		{b.Postgres.TLS.CertFile, "/abs/c.pem"},
+		{b.Postgres.TLS.KeyFile, filepath.Join(dir, "k.pem")},
+		{b.NATS.PasswordFile, filepath.Join(dir, "nats-pw")},
+		{cfg.Jobs[0].Workdir, "work"},
+	} {
+		got, want := tc.got, tc.want
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
 	}
 }

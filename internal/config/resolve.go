@@ -733,6 +733,7 @@ func (p *parser) resolve() *Config {
 	b.Redis.TLS = p.tlsOf("backend.redis.tls")
 	b.RabbitMQ.TLS = p.tlsOf("backend.rabbitmq.tls")
 	b.NATS.TLS = p.tlsOf("backend.nats.tls")
+	p.anchorPaths(b)
 	if b.Type == "postgres" && vals["backend.postgres.dsn"] == nil {
 		p.errAt(&Error{Line: lineOf(typ.at), Column: colOf(typ.at), Env: envOf(typ.at), Field: "backend.postgres.dsn",
 			Msg: "required when backend.type is postgres (a postgres:// URL or a key=value connection string)"})

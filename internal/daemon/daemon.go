@@ -261,6 +261,9 @@ func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, 
 		if !reflect.DeepEqual(next.Backend, cur.Backend) {
 			log.Warn("reload: backend changes take effect after a restart; jobs are reloaded")
 		}
+		for _, w := range next.Warnings {
+			log.Warn("crontab warning", zap.String("cause", why), zap.String("warning", w))
+		}
 		log.Info("crontab reloaded", zap.String("cause", why), zap.Int("jobs", len(next.Jobs)))
 		notify(log, fmt.Sprintf("READY=1\nSTATUS=scheduling %d job(s)", len(next.Jobs)))
 		cur = next

@@ -132,7 +132,6 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -146,6 +145,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/secret"
 	"github.com/anarchon/anarchon/internal/storetls"
 )
 
@@ -314,7 +314,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	secrets := urlSecrets(o.URL)
 	var auth []nats.Option
 	if o.PasswordFile != "" {
-		pw, err := readPasswordFile(o.PasswordFile)
+		pw, err := secret.ReadFile(o.PasswordFile, "backend.nats.passwordFile")
 		if err != nil {
 			return nil, fmt.Errorf("open nats backend: %w", err)
 		}
@@ -344,20 +344,6 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		return nil, fmt.Errorf("%s: %w", where, scrub(err, secrets))
 	}
 	return b, nil
-}
-
-// readPasswordFile returns the file's content without its trailing newline.
-func readPasswordFile(path string) (string, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		// The *PathError names the file, never its content.
-		return "", fmt.Errorf("read backend.nats.passwordFile: %w", err)
-	}
-	pw := strings.TrimRight(string(raw), "\r\n")
-	if pw == "" {
-		return "", fmt.Errorf("backend.nats.passwordFile %s is empty", path)
-	}
-	return pw, nil
 }
 
 // passwordAuth returns the server URLs of rawURL without their user info,

@@ -47,7 +47,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -60,6 +59,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/secret"
 	"github.com/anarchon/anarchon/internal/storetls"
 )
 
@@ -273,7 +273,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	}
 	sec.add(cfg.ConnConfig.Password)
 	if o.PasswordFile != "" {
-		pw, err := readPasswordFile(o.PasswordFile)
+		pw, err := secret.ReadFile(o.PasswordFile, "backend.postgres.passwordFile")
 		if err != nil {
 			return nil, sec.wrap(fmt.Errorf("postgres %s: %w", dsn, err))
 		}
@@ -395,20 +395,6 @@ func checkSynchronousCommit(ctx context.Context, pool *pgxpool.Pool, want string
 	log.Info("postgres sessions run with synchronous_commit from backend.postgres.synchronousCommit",
 		zap.String("synchronous_commit", got))
 	return nil
-}
-
-// readPasswordFile returns the file's content without its trailing newline.
-func readPasswordFile(path string) (string, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		// The *PathError names the file, never its content.
-		return "", fmt.Errorf("read backend.postgres.passwordFile: %w", err)
-	}
-	pw := strings.TrimRight(string(raw), "\r\n")
-	if pw == "" {
-		return "", fmt.Errorf("backend.postgres.passwordFile %s is empty", path)
-	}
-	return pw, nil
 }
 
 // migrate brings the table's schema to the latest version in one

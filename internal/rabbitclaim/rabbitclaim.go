@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/secret"
 	"github.com/anarchon/anarchon/internal/storetls"
 )
 
@@ -256,7 +256,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if o.PasswordFile != "" || o.TLS != nil {
 		pw := ""
 		if o.PasswordFile != "" {
-			if pw, err = readPasswordFile(o.PasswordFile); err != nil {
+			if pw, err = secret.ReadFile(o.PasswordFile, "backend.rabbitmq.passwordFile"); err != nil {
 				return nil, fmt.Errorf("open rabbitmq backend: %w", err)
 			}
 			b.secrets = append(b.secrets, pw)
@@ -287,20 +287,6 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	b.log.Info("connected to rabbitmq", zap.String("url", strings.TrimPrefix(b.where, "rabbitmq ")),
 		zap.String("namespace", o.Namespace), zap.Duration("slot_ttl", o.SlotTTL))
 	return b, nil
-}
-
-// readPasswordFile returns the file's content without its trailing newline.
-func readPasswordFile(path string) (string, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		// The *PathError names the file, never its content.
-		return "", fmt.Errorf("read backend.rabbitmq.passwordFile: %w", err)
-	}
-	pw := strings.TrimRight(string(raw), "\r\n")
-	if pw == "" {
-		return "", fmt.Errorf("backend.rabbitmq.passwordFile %s is empty", path)
-	}
-	return pw, nil
 }
 
 // dialURL returns rawURL with pw (if not empty) as its password and, with

@@ -149,8 +149,9 @@ type Options struct {
 	// URL is backend.redis.url (see the package documentation). Ignored
 	// when Client is set.
 	URL string
-	// PasswordFile, if set, names a file whose content (one trailing
-	// newline removed) is the password; it overrides the URL's password.
+	// PasswordFile, if set, names a file whose content (without its
+	// trailing line breaks; see secret.ReadFile) is the password; it
+	// overrides the URL's password.
 	PasswordFile string
 	// TLS, if set (storetls.Config of backend.redis.tls), is the client
 	// TLS configuration: it turns TLS on for a redis:// URL and replaces

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/anarchon/anarchon/internal/secret"
 )
 
 // Topology is how the client reaches Redis.
@@ -79,7 +80,7 @@ func parseURL(raw, passwordFile string) (*clientConfig, error) {
 	var password string
 	havePassword := false
 	if passwordFile != "" {
-		if password, err = readSecret(passwordFile, "backend.redis.passwordFile"); err != nil {
+		if password, err = secret.ReadFile(passwordFile, "backend.redis.passwordFile"); err != nil {
 			return nil, err
 		}
 		havePassword = true
@@ -171,7 +172,7 @@ func parseURL(raw, passwordFile string) (*clientConfig, error) {
 			o.Password = password
 		}
 		if sentinelPasswordFile != "" {
-			if o.SentinelPassword, err = readSecret(sentinelPasswordFile, optSentinelPasswordFile); err != nil {
+			if o.SentinelPassword, err = secret.ReadFile(sentinelPasswordFile, optSentinelPasswordFile); err != nil {
 				return nil, err
 			}
 			cc.secrets = append(cc.secrets, o.SentinelPassword)
@@ -346,20 +347,6 @@ func popBool(q url.Values, k string) (bool, error) {
 // addresses, never the user info.
 func parseErr(err error) error {
 	return fmt.Errorf("bad URL: %s", strings.TrimPrefix(err.Error(), "redis: "))
-}
-
-// readSecret reads a password file: its content with one trailing newline
-// (\n or \r\n) removed. The error names the file, never its content.
-func readSecret(path, what string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", what, err)
-	}
-	s := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-	if s == "" {
-		return "", fmt.Errorf("read %s: %s is empty", what, path)
-	}
-	return s, nil
 }
 
 // userinfoEscape is s percent-encoded as a URL's password.

@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -195,6 +196,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
+	createPrivate(o.Path)
 	db, err := sql.Open("sqlite3", dsn(o.Path, o.BusyTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite database %q: %w", o.Path, err)
@@ -211,6 +213,21 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		return nil, fmt.Errorf("migrate sqlite database %q: %w", o.Path, err)
 	}
 	return b, nil
+}
+
+// createPrivate creates the database file at path, empty (an empty file is
+// an empty database) and mode 0600, if there is none: the runs it will hold
+// (commands' output, hosts) are the daemon's alone. SQLite gives the -wal and
+// -shm files it creates beside it the database file's mode. An existing
+// file keeps its mode. A failure is left to SQLite's own open, which reports
+// it.
+func createPrivate(path string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = f.Chmod(0o600) // a umask such as 0277 would leave it unwritable
 }
 
 // whileBusy runs f again while it fails with "database is locked" (or
