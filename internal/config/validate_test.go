@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // errorCases are invalid crontabs and their problems, "place:field:substring"
@@ -408,11 +407,10 @@ func TestMergeBombIsBounded(t *testing.T) {
 		b.WriteString("]}\n")
 	}
 	b.WriteString("defaults:\n  <<: *a30\n")
-	start := time.Now()
+	// Expanded, the merges would be 10^30 nodes: a loader without the
+	// bound never returns (the test's timeout fails it); with it, the
+	// file is refused by name.
 	errs := parseErrs(t, b.String(), nil)
-	if time.Since(start) > 5*time.Second {
-		t.Errorf("took %v", time.Since(start))
-	}
 	if !strings.Contains(errs.Error(), "too complex") && !strings.Contains(errs.Error(), "nested more than") {
 		t.Errorf("got %v", errs)
 	}
