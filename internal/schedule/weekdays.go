@@ -8,8 +8,9 @@ import (
 // unwrapWeekdays rewrites the day-of-week ranges of a checked, normalized
 // segment that wrap past Saturday as the list of days they name, which gronx
 // can match. The week is a cycle: "5-1" (FRI-MON) is Friday, Saturday,
-// Sunday and Monday; "5-0" and "1-0" (MON-SUN) end on Sunday, as cronie reads
-// them. A step counts along the wrapped days: "5-1/2" is Friday and Sunday.
+// Sunday and Monday; "5-0" and "1-0" (MON-SUN) end on Sunday, as cronie's
+// current source reads them (cronie matches no day for "5-1"). A step counts
+// along the wrapped days: "5-1/2" is Friday and Sunday.
 // Other items are left as they are.
 func unwrapWeekdays(seg string) string {
 	items := strings.Split(seg, ",")
