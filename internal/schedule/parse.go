@@ -62,6 +62,8 @@ var extraMacros = map[string]string{
 // Field syntax and matching are gronx's: lists, ranges, steps, month and
 // weekday names, L, W and #, and its day-of-month/day-of-week rule (both
 // restricted: either may match; either starting with '*': both must match).
+// A day-of-week range wraps past Saturday ("FRI-MON", "5-0", see
+// unwrapWeekdays); a backwards range in any other field is an error.
 // Parse is stricter than gronx.IsValid: every list item must be valid on its
 // own (gronx stops at the first item that matches the current time, so it
 // accepts "5,99 * * * *" during minute 5), and a step may not exceed its
@@ -125,6 +127,7 @@ func parse(expr string, loc *time.Location) (Schedule, error) {
 			return nil, fmt.Errorf("%s field %q: %w", f.name, written, err)
 		}
 	}
+	segs[posDow] = unwrapWeekdays(segs[posDow])
 
 	c := &cron{
 		expr:  expr,
@@ -255,10 +258,18 @@ func checkItem(f field, item string) error {
 	if f.pos == posDow && a == 7 && b != 7 {
 		a = 0 // gronx reads "7-y" as Sunday through y
 	}
-	if a > b {
-		return fmt.Errorf("range %s is backwards", base)
+	if a > b && f.pos != posDow {
+		return fmt.Errorf("range %s is backwards (only day-of-week ranges wrap: write %s,%s)", base, span(a, f.hi), span(f.lo, b))
 	}
 	return nil
+}
+
+// span writes the range a-b, or a alone when b is a.
+func span(a, b int) string {
+	if a == b {
+		return strconv.Itoa(a)
+	}
+	return fmt.Sprintf("%d-%d", a, b)
 }
 
 // number parses a plain value of field f.

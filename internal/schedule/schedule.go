@@ -14,9 +14,12 @@
 //     with '*' (nor '?', gronx's other wildcard); the seconds field plays no
 //     part: "30 3 * * *", "0 30 3 * * *", "*/10 30 3 * * *", @daily,
 //     @weekly, @monthly, @yearly. A matching wall time that falls into a
-//     spring-forward gap runs once, at the first instant after the gap (the
-//     transition); several such wall times of the same gap, and the wall time
-//     just after it, collapse into that one slot. A matching wall time that
+//     forward jump of less than 3 hours (daylight saving's spring-forward
+//     gap) runs once, at the first instant after the gap (the transition);
+//     several such wall times of the same gap, and the wall time just after
+//     it, collapse into that one slot. A jump of 3 hours or more is a time
+//     change, not daylight saving: the wall times it skips have no slot
+//     (Pacific/Apia skipped 30 December 2011). A matching wall time that
 //     occurs twice on a fall-back day runs once, at its first occurrence.
 //   - Every other job ("*/30 * * * *", "5 * * * *", "*/20 * * * * *",
 //     @hourly) follows elapsed time: its slots are exactly the instants whose

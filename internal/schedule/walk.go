@@ -87,11 +87,37 @@ func (c *cron) nextFixed(chk *gronx.SegmentChecker, u0 time.Time) time.Time {
 		if !ok {
 			return time.Time{}
 		}
-		if u := c.firstInstant(w); !u.Before(u0) {
+		u := c.firstInstant(w)
+		if end, long := c.longJump(w, u); long {
+			from = end // w and the rest of the jump's wall times have no slot
+			continue
+		}
+		if !u.Before(u0) {
 			return u
 		}
 		from = w.Add(time.Second) // a wall time whose slot is before u0
 	}
+}
+
+// maxCatchUp is the shortest forward clock jump that ISC cron treats as a
+// time change rather than daylight saving: the fixed-time wall times it
+// skips are not run at its end. The jumps of daylight saving are an hour
+// (half an hour on Lord Howe Island); Pacific/Apia skipped 30 December 2011,
+// a jump of 24 hours.
+const maxCatchUp = 3 * time.Hour
+
+// longJump reports whether wall time w, whose slot firstInstant gave as u,
+// was skipped by a forward jump of maxCatchUp or more; if so it also
+// returns the wall time at the end of the jump (that of u), from which the
+// search goes on.
+func (c *cron) longJump(w, u time.Time) (time.Time, bool) {
+	off := c.offset(u)
+	shown := naive(u, off)
+	if !shown.After(w) {
+		return time.Time{}, false // w is shown at u: not skipped
+	}
+	jump := time.Duration(off-c.offset(u.Add(-time.Second))) * time.Second
+	return shown, jump >= maxCatchUp
 }
 
 // firstInstant maps a wall time to a fixed-time job's slot: the first
