@@ -200,6 +200,12 @@ func newChecker(r *Run) *checker {
 		switch {
 		case strings.HasPrefix(e.Msg, msgMissedPrefix):
 			c.missedEvs[e.Job] = append(c.missedEvs[e.Job], e)
+		case strings.HasPrefix(e.Msg, msgGivenUpPrefix):
+			// The start's slots within maxLate, by its clock: counted
+			// store_unreachable once the store answers, which may be
+			// after the run's end.
+			e.FirstMs = e.LastMs - c.job(e.Job).MaxLateMs
+			c.missedEvs[e.Job] = append(c.missedEvs[e.Job], e)
 		case e.Job != "" && e.HasSlot:
 			k := runKey{e.Job, e.SlotMs}
 			c.byRun[k] = append(c.byRun[k], e)

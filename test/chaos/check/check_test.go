@@ -208,6 +208,16 @@ func finishedLog(t *testing.T, tsMs, slot int64, inst int, token string) []strin
 	})
 }
 
+// recordRetryLog is the runner's line for a failed first write of attempt
+// 1's result.
+func recordRetryLog(t *testing.T, tsMs, slot int64, inst int, token string) []string {
+	return logLines(t, tsMs, func(log *zap.Logger) {
+		log.Warn("recording the result failed; retrying", zap.String("job", "tick"),
+			zap.String("slot", time.UnixMilli(slot).UTC().Format(time.RFC3339Nano)), zap.Int("attempt", 1),
+			zap.String("instance", instName(inst)), zap.String("token", token[:8]), zap.String("error", "i/o timeout"))
+	})
+}
+
 // excused reports whether r excused a case of check whose reason holds
 // every one of parts.
 func excused(r Report, check string, parts ...string) bool {
@@ -533,6 +543,21 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			name: "missed slot excused by a start's catch-up given up after it", lease: true,
+			setup: func(t *testing.T, f *fx) {
+				f.drop(slot40)
+				f.daemon[1] = logLines(t, slot40+3000, func(log *zap.Logger) {
+					log.Warn("catch-up given up: the store did not answer at start while a slot before it was within maxLate; scheduling the job from the start",
+						zap.String("job", "tick"), zap.Time("start", time.UnixMilli(slot40+80).UTC()), zap.Duration("maxLate", 5*time.Second))
+				})
+			},
+			check: func(t *testing.T, r Report) {
+				if r.Summary.MissedByReason[ReasonMissed] != 1 {
+					t.Errorf("missed by reason %v, want missed=1", r.Summary.MissedByReason)
+				}
+			},
+		},
+		{
 			name: "missed slot excused by a late claim", lease: true,
 			setup: func(t *testing.T, f *fx) {
 				f.drop(slot40)
@@ -781,17 +806,26 @@ func TestCheck(t *testing.T) {
 				f.daemon[2] = finishedLog(t, at(22.9), at(20), 2, tok(at(20), 1, 2))
 			},
 			check: func(t *testing.T, r Report) {
-				if !excused(r, KindResult, "killed 100 ms after it logged the job's end", "kill chaos-2") {
+				if !excused(r, KindResult, "killed 100 ms after it logged the job's end", "first write of the result in flight", "kill chaos-2") {
 					t.Errorf("excused %v, want the kill after the runner's line", r.Excused)
 				}
 			},
 		},
 		{
-			name: "claim-only: result not recorded, runner killed 990 ms after the job ended and 400 ms after it logged the end: a violation", lease: false,
+			name: "claim-only: result not recorded, runner killed 400 ms after it logged the end and a failed write: a violation", lease: false,
 			want: []string{KindResult}, slot: slot20,
 			setup: func(t *testing.T, f *fx) {
 				killAfterEndUnderLatency(f, at(23), 0)
-				f.daemon[2] = finishedLog(t, at(22.6), at(20), 2, tok(at(20), 1, 2))
+				f.daemon[2] = append(finishedLog(t, at(22.6), at(20), 2, tok(at(20), 1, 2)),
+					recordRetryLog(t, at(22.8), at(20), 2, tok(at(20), 1, 2))...)
+			},
+		},
+		{
+			name: "claim-only: result not recorded, runner killed 2.5 s after it logged the end (past one call): a violation", lease: false,
+			want: []string{KindResult}, slot: slot20,
+			setup: func(t *testing.T, f *fx) {
+				killAfterEndUnderLatency(f, at(25), 0)
+				f.daemon[2] = finishedLog(t, at(22.5), at(20), 2, tok(at(20), 1, 2))
 			},
 		},
 		{

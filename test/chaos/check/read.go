@@ -263,10 +263,14 @@ func ParseRecord(line string) (Record, error) {
 const (
 	msgClaim          = "claim"           // fields job, slot, outcome, attempt (won), token
 	msgMissedPrefix   = "missed:"         // fields job, first, last
+	// msgGivenUpPrefix: a start gave up the catch-up of the job's slots
+	// within maxLate before its start (field start, the daemon's clock).
+	msgGivenUpPrefix = "catch-up given up"
 	msgAbandonPrefix  = "claim abandoned" // fields job, slot, token
 	msgNotStarted     = "job not started" // prefix; fields job, slot, attempt, token
 	msgCouldNotStart  = "job could not be started"
 	msgNotRecordedPfx = "result not recorded"                     // prefix; fields job, slot, attempt, token
+	msgRecordRetryPfx = "recording the result failed"             // prefix: the first write failed, retried
 	msgRenewFailedPfx = "store unreachable: lease renewal failed" // prefix; fields job, slot, attempt, token
 	msgSelfFencedPfx  = "fenced by my own clock"                  // prefix; fields job, slot, attempt, token
 	// The runner logs these once the job's process has exited.
@@ -283,12 +287,14 @@ const (
 func keepEvent(msg string) bool {
 	return msg == msgClaim || msg == msgCouldNotStart || msg == msgFinished || msg == msgStarted ||
 		strings.HasPrefix(msg, msgMissedPrefix) ||
+		strings.HasPrefix(msg, msgGivenUpPrefix) ||
 		strings.HasPrefix(msg, msgStoppedPrefix) ||
 		strings.HasPrefix(msg, msgReleasedPrefix) ||
 		strings.HasPrefix(msg, msgNotReleasedPfx) ||
 		strings.HasPrefix(msg, msgAbandonPrefix) ||
 		strings.HasPrefix(msg, msgNotStarted) ||
 		strings.HasPrefix(msg, msgNotRecordedPfx) ||
+		strings.HasPrefix(msg, msgRecordRetryPfx) ||
 		strings.HasPrefix(msg, msgRenewFailedPfx) ||
 		strings.HasPrefix(msg, msgSelfFencedPfx)
 }
@@ -306,6 +312,7 @@ type logLine struct {
 	Token   string          `json:"token"`
 	First   json.RawMessage `json:"first"`
 	Last    json.RawMessage `json:"last"`
+	Start   json.RawMessage `json:"start"`
 	// LeaseUntil: zap.Time, the lease's end in store time.
 	LeaseUntil json.RawMessage `json:"lease_until"`
 }
@@ -343,6 +350,11 @@ func ParseEvent(line []byte) (Event, bool) {
 	ev.SlotMs, ev.HasSlot = parseLogTime(l.Slot)
 	ev.FirstMs, _ = parseLogTime(l.First)
 	ev.LastMs, _ = parseLogTime(l.Last)
+	if strings.HasPrefix(l.Msg, msgGivenUpPrefix) {
+		// The slots given up end at the start; check.go sets the first
+		// from the job's maxLate.
+		ev.LastMs, _ = parseLogTime(l.Start)
+	}
 	ev.LeaseUntilMs, ev.HasLease = parseLogTime(l.LeaseUntil)
 	return ev, true
 }

@@ -168,12 +168,8 @@ func (c *checker) deadRunner(a *attempt) string {
 	if f.AtMs <= e.EndMs+KillGraceMs {
 		return fmt.Sprintf("its runner was killed %d ms after the job ended, within the kill grace (%d ms): %s", f.AtMs-e.EndMs, KillGraceMs, faultText(f))
 	}
-	// The runner learns of the end when it reaps the job: on a starved
-	// host that comes after the job's last record, and the result's write
-	// follows its "job finished" line. The grace counts from that line.
-	if x, ok := c.exitEvidence(a); ok && x.Msg == msgFinished && f.AtMs <= x.TsMs+KillGraceMs {
-		return fmt.Sprintf("its runner was killed %d ms after it logged the job's end (%s), within the kill grace (%d ms): %s",
-			f.AtMs-x.TsMs, x.Where(), KillGraceMs, faultText(f))
+	if why := c.writeInFlight(a, f); why != "" {
+		return why
 	}
 	// Recording takes store round trips: under an injected latency L each
 	// is 2L longer, and the runner may be killed before the write's
@@ -184,6 +180,31 @@ func (c *checker) deadRunner(a *attempt) string {
 			f.AtMs-e.EndMs, lat, c.tl.spanText(s.span), KillGraceMs, slowRoundTrips, slow, faultText(f))
 	}
 	return ""
+}
+
+// writeInFlight returns why a's result was unrecorded when its runner was
+// killed while the first write of it was in flight: after the runner's
+// "job finished" line (on a starved host the runner reaps the job, and
+// starts the write, some time after the job's last record), within one
+// call's bound (the runner's per-call timeout, two heartbeats and at
+// least 2 s), with no failed write logged before the kill; "" otherwise.
+func (c *checker) writeInFlight(a *attempt, f FaultLine) string {
+	x, ok := c.exitEvidence(a)
+	if !ok || x.Msg != msgFinished || f.AtMs < x.TsMs {
+		return ""
+	}
+	perCall := max(2*c.job(a.key.job).HeartbeatMs, 2000)
+	if f.AtMs > x.TsMs+perCall {
+		return ""
+	}
+	for _, e := range c.byRun[a.key] {
+		if e.Inst == a.inst && sameToken(e.Token, a.token) && e.TsMs <= f.AtMs &&
+			(strings.HasPrefix(e.Msg, msgRecordRetryPfx) || strings.HasPrefix(e.Msg, msgNotRecordedPfx)) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("its runner was killed %d ms after it logged the job's end (%s), with its first write of the result in flight: no failure logged, and one call may take %d ms: %s",
+		f.AtMs-x.TsMs, x.Where(), perCall, faultText(f))
 }
 
 // unrecordedCause groups the unrecorded results of one daemon process: the
