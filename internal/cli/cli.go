@@ -109,6 +109,10 @@ func newRoot(env Env) *cobra.Command {
 type configFlags struct {
 	path          string
 	allowWritable bool
+	// host is what becomes of the problems found on this host (a job's
+	// unknown user, missing workdir or program): validate's errors, run's
+	// warnings; the other commands do not look.
+	host config.HostMode
 }
 
 func (f *configFlags) register(c *cobra.Command, env Env) {
@@ -126,7 +130,8 @@ func (f *configFlags) register(c *cobra.Command, env Env) {
 // load reads the config; an invalid one prints every problem and maps to
 // exit code 2.
 func (f *configFlags) load(env Env) (*config.Config, error) {
-	cfg, err := config.Load(f.path, config.LoadOptions{AllowInsecurePerms: f.allowWritable, Environ: env.Environ})
+	cfg, err := config.Load(f.path, config.LoadOptions{AllowInsecurePerms: f.allowWritable, Environ: env.Environ,
+		Checks: config.Checks{Host: f.host}})
 	var errs config.Errors
 	switch {
 	case errors.As(err, &errs):
