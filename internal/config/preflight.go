@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/anarchon/anarchon/internal/schedule"
 )
 
@@ -127,10 +129,11 @@ func farNext(s schedule.Schedule, t time.Time) time.Time {
 }
 
 // checkArgSizes refuses an argument or env entry longer than MaxArgBytes,
-// and an argv and env together over MaxArgvBytes.
+// else an argv and env together over MaxArgvBytes.
 func (p *parser) checkArgSizes(j Job, vals map[string]*value) {
 	const why = "execve refuses it, so every run would fail to start"
 	limit := fmt.Sprintf("at most %d bytes (Linux's MAX_ARG_STRLEN, 131072 with the terminating NUL)", MaxArgBytes)
+	before := len(p.errs) // the total is not reported again after one too long
 	argv, at := j.Args, vals["args"]
 	switch {
 	case len(j.Args) > 0:
@@ -155,14 +158,27 @@ func (p *parser) checkArgSizes(j Job, vals map[string]*value) {
 	for k, v := range j.Env {
 		total += len(k) + 1 + len(v) + 1 + 8
 		if n := len(k) + 1 + len(v); n > MaxArgBytes {
-			e := vals["env"]
-			p.errAt(&Error{Line: e.line, Column: e.col, Job: j.Name, Field: e.field + "." + fieldKey(k),
+			line, col := envKeyAt(vals["env"], k)
+			p.errAt(&Error{Line: line, Column: col, Job: j.Name, Field: vals["env"].field + "." + fieldKey(k),
 				Msg: fmt.Sprintf("%s=... is %d bytes; one variable may be %s: %s; pass the value in a file", k, n, limit, why)})
 		}
 	}
-	if total > MaxArgvBytes {
+	if total > MaxArgvBytes && len(p.errs) == before {
 		p.errorf(at, "the job's arguments and env take %d bytes; anarchon allows at most %d (with each string's NUL and pointer), half of what Linux gives argv and environment together under the usual 8 MiB stack: pass the data in a file", total, MaxArgvBytes)
 	}
+}
+
+// envKeyAt is the place of variable k in env's mapping: its key's, when
+// written there, else the mapping's (k came through a merge key).
+func envKeyAt(env *value, k string) (line, col int) {
+	if n := resolve(env.node); n != nil && n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if key := resolve(n.Content[i]); key != nil && key.Value == k {
+				return key.Line, key.Column
+			}
+		}
+	}
+	return env.line, env.col
 }
 
 // checkListen accepts an empty address (metrics disabled) or host:port
