@@ -110,7 +110,7 @@ func (p *parser) checkFires(s schedule.Schedule, at *value) {
 	if why == "" {
 		why = "no slot in the next 28 years; check the day and month fields"
 		if far := farNext(s, t); !far.IsZero() {
-			why = fmt.Sprintf("its next slot is %s; check the day and month fields", far.Format(time.RFC3339))
+			why = fmt.Sprintf("its next slot is %s", far.Format(time.RFC3339))
 		}
 	}
 	p.errorf(at, "schedule %q never fires within %d years: %s", s.String(), FireWithinYears, why)

@@ -224,6 +224,7 @@ func TestPreflightNeverFires(t *testing.T) {
 		{"0 0 * 2 1#5", time.Date(2043, 6, 1, 0, 0, 0, 0, time.UTC), ""},
 		{"0 0 29 2 *", preflightNow, ""},
 		{"@every 87600h", preflightNow, ""},
+		{"@every 200000h", preflightNow, `schedule "@every 200000h" never fires within 5 years: its next slot is 2038-`},
 	} {
 		t.Run(tc.expr, func(t *testing.T) {
 			yml := fmt.Sprintf("jobs:\n  - name: a\n    schedule: %q\n    command: \"true\"\n", tc.expr)
