@@ -109,6 +109,10 @@ func newRoot(env Env) *cobra.Command {
 type configFlags struct {
 	path          string
 	allowWritable bool
+	// host is what becomes of the problems found on this host (a job's
+	// unknown user, missing workdir or program): validate's errors, run's
+	// warnings; the other commands do not look.
+	host config.HostMode
 }
 
 func (f *configFlags) register(c *cobra.Command, env Env) {
@@ -138,7 +142,8 @@ func (f *configFlags) load(env Env) (*config.Config, error) {
 
 // read is load without printing the warnings.
 func (f *configFlags) read(env Env) (*config.Config, error) {
-	cfg, err := config.Load(f.path, config.LoadOptions{AllowInsecurePerms: f.allowWritable, Environ: env.Environ})
+	cfg, err := config.Load(f.path, config.LoadOptions{AllowInsecurePerms: f.allowWritable, Environ: env.Environ,
+		Checks: config.Checks{Host: f.host}})
 	var errs config.Errors
 	switch {
 	case errors.As(err, &errs):

@@ -22,15 +22,19 @@ import (
 
 func newValidateCmd(env Env) *cobra.Command {
 	var (
-		cf      configFlags
+		cf      = configFlags{host: config.HostErrors}
 		offline bool
 	)
 	c := &cobra.Command{
 		Use:   "validate",
 		Short: "Check the crontab; list every problem with its file, line, job and field",
-		Long: "Check the crontab and list every problem with its file, line, job and field (exit 2).\n" +
+		Long: "Check the crontab and list every problem with its file, line, job and field (exit 2),\n" +
+			"including what would fail every run on this host: a job's unknown user or group, a\n" +
+			"workdir that is not a directory, a program (args[0]) or shell that is not there or not\n" +
+			"executable, an argument the kernel refuses, a schedule that never fires.\n" +
 			"Then open the store as the daemon would (connect, check its version and settings, migrate):\n" +
-			"a store that cannot be used is reported with the reason (exit 1). --offline skips that.",
+			"a store that cannot be used is reported with the reason (exit 1). --offline skips that\n" +
+			"(the host checks need no store and still run).",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := cf.load(env)
@@ -67,7 +71,7 @@ func newValidateCmd(env Env) *cobra.Command {
 		},
 	}
 	cf.register(c, env)
-	c.Flags().BoolVar(&offline, "offline", false, "check the file only; do not open the store")
+	c.Flags().BoolVar(&offline, "offline", false, "check the file and this host; do not open the store")
 	return c
 }
 
@@ -97,6 +101,11 @@ type nextSlot struct {
 	Local  string `json:"local"`
 }
 
+// MaxNextCount bounds next's --count: the slots are collected before they
+// are printed (the table aligns its columns), and ten thousand per job
+// already cover a week of a job that runs every minute.
+const MaxNextCount = 10000
+
 func newNextCmd(env Env) *cobra.Command {
 	var (
 		cf     configFlags
@@ -110,6 +119,12 @@ func newNextCmd(env Env) *cobra.Command {
 		Short: "Print the next slots of each job, in its zone and in UTC",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			switch {
+			case n <= 0:
+				return usageError(fmt.Errorf("-n %d: want a positive count", n))
+			case n > MaxNextCount:
+				return usageError(fmt.Errorf("-n %d: at most %d slots per job (--count)", n, MaxNextCount))
+			}
 			cfg, err := cf.load(env)
 			if err != nil {
 				return err
@@ -119,9 +134,6 @@ func newNextCmd(env Env) *cobra.Command {
 				if t0, err = time.Parse(time.RFC3339Nano, from); err != nil {
 					return usageError(fmt.Errorf("--from %q: want RFC 3339, e.g. 2027-03-28T00:00:00Z", from))
 				}
-			}
-			if n <= 0 {
-				return usageError(fmt.Errorf("-n %d: want a positive count", n))
 			}
 			jobs, err := selectJobs(cfg, job)
 			if err != nil {
@@ -161,7 +173,7 @@ func newNextCmd(env Env) *cobra.Command {
 	}
 	cf.register(c, env)
 	c.Flags().StringVar(&job, "job", "", "only this job")
-	c.Flags().IntVarP(&n, "count", "n", 5, "slots per job")
+	c.Flags().IntVarP(&n, "count", "n", 5, fmt.Sprintf("slots per job (at most %d)", MaxNextCount))
 	c.Flags().StringVar(&from, "from", "", "start after this time (RFC 3339; default now)")
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per slot: job, slot, slot_ms, local")
 	return c

@@ -15,7 +15,10 @@ import (
 )
 
 func newRunCmd(env Env) *cobra.Command {
-	var cf configFlags
+	// A job that cannot run on this host (unknown user, missing program)
+	// is a warning at the start: its runs fail and are recorded, and the
+	// other jobs run.
+	cf := configFlags{host: config.HostWarnings}
 	c := &cobra.Command{
 		Use:   "run",
 		Short: "Run the daemon: claim and run the crontab's slots until SIGTERM",

@@ -29,6 +29,8 @@ type LoadOptions struct {
 	Environ []string
 	// Hostname for the default instance id; nil means os.Hostname.
 	Hostname func() (string, error)
+	// Checks are the checks beyond the file's own rules (preflight.go).
+	Checks Checks
 }
 
 // maxFileSize bounds the crontab Load reads.

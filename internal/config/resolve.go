@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"math"
-	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -333,17 +332,6 @@ func oneOf(choices []string) func(string) string {
 		}
 		return fmt.Sprintf("must be one of %s; not %q", strings.Join(choices, ", "), short(s))
 	}
-}
-
-// checkListen accepts an empty address (metrics disabled) or host:port.
-func checkListen(s string) string {
-	if s == "" {
-		return ""
-	}
-	if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
-		return fmt.Sprintf("must be host:port such as 127.0.0.1:9464 or :9464, or empty to disable; not %q", s)
-	}
-	return ""
 }
 
 func notEmpty(s string) string {
@@ -754,6 +742,7 @@ func (p *parser) resolve() *Config {
 		p.warnf("%s: no jobs: the daemon will run but do nothing", p.file)
 	}
 
+	p.preflight(cfg.Jobs, infos)
 	p.checkRetention(retention, infos)
 	p.checkClaimOnly(b, typ, strategy, durationSec, windowMs, slotTTL, dupWindow, infos)
 	p.checkOverlap(b, infos)
