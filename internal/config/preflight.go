@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,17 +60,41 @@ const (
 	// FireWithinYears: a schedule with no slot within this many years of
 	// the load is refused as one that never fires.
 	FireWithinYears = 5
-	// DefaultJobPath is the PATH a job's program and shell are looked up
-	// in when the job's env sets none (systemd's default PATH).
-	DefaultJobPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// RootPath and UserPath are the PATH a job starts with, as cron's:
+	// root's includes the sbin directories. A job's env: or
+	// inheritEnv: [PATH] replaces it.
+	RootPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	UserPath = "/usr/local/bin:/usr/bin:/bin"
 )
 
-// jobPath is the PATH a bare program name of a job is looked up in.
-func jobPath(env map[string]string) string {
-	if p, ok := env["PATH"]; ok {
+// DefaultPath is the PATH a job of a root (or another) user starts with.
+func DefaultPath(root bool) string {
+	if root {
+		return RootPath
+	}
+	return UserPath
+}
+
+// jobPath is the PATH a bare program name of j is looked up in, as the
+// runner builds it: the job's env:, else the inherited PATH (this
+// process's, which validate shares with the daemon it checks for), else
+// the default PATH of the job's user (this process's user without user:).
+func jobPath(j Job) string {
+	if p, ok := j.Env["PATH"]; ok {
 		return p
 	}
-	return DefaultJobPath
+	if slices.Contains(j.InheritEnv, "PATH") {
+		return os.Getenv("PATH")
+	}
+	root := os.Geteuid() == 0
+	if j.User != "" {
+		u, err := user.Lookup(j.User)
+		if err != nil {
+			u, err = user.LookupId(j.User)
+		}
+		root = err == nil && u.Uid == "0"
+	}
+	return DefaultPath(root)
 }
 
 // preflight checks what would make every run of a job fail: a schedule
@@ -243,7 +268,7 @@ func (p *parser) checkHostJob(j Job, vals map[string]*value) {
 		}
 	}
 	if v := vals["args"]; v != nil && len(j.Args) > 0 {
-		if msg := findProgram(j.Args[0], jobPath(j.Env), dir, "program"); msg != "" {
+		if msg := findProgram(j.Args[0], jobPath(j), dir, "program"); msg != "" {
 			n := v.node.Content[0]
 			p.hostErr(&Error{Line: n.Line, Column: n.Column, Job: j.Name, Field: v.field + "[0]", Msg: msg})
 		}
@@ -376,7 +401,7 @@ func newShellProblems() *shellProblems {
 }
 
 func (s *shellProblems) check(p *parser, j Job, shell setting[string]) {
-	msg := findProgram(shell.val, jobPath(j.Env), "", "shell")
+	msg := findProgram(shell.val, jobPath(j), "", "shell")
 	if msg == "" {
 		return
 	}

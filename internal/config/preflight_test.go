@@ -103,7 +103,7 @@ func TestPreflightHost(t *testing.T) {
 		{"workdir not a directory", head + "    command: \"true\"\n    workdir: " + file + "\n",
 			[]problem{{5, "a", "jobs[0].workdir", []string{"is not a directory", "name a directory"}}}},
 		{"program not in PATH", head + "    args: [anarchon-no-such-program, x]\n",
-			[]problem{{4, "a", "jobs[0].args[0]", []string{`program "anarchon-no-such-program" is not found in the job's PATH (` + DefaultJobPath + ")", "install it, write its full path, or set env: PATH"}}}},
+			[]problem{{4, "a", "jobs[0].args[0]", []string{`program "anarchon-no-such-program" is not found in the job's PATH (` + DefaultPath(os.Geteuid() == 0) + ")", "install it, write its full path, or set env: PATH"}}}},
 		{"program in the job's own PATH", head + "    args: [mytool]\n    env: {PATH: " + bin + "}\n", nil},
 		{"program missing from the job's own PATH", head + "    args: [ls]\n    env: {PATH: " + bin + "}\n",
 			[]problem{{4, "a", "jobs[0].args[0]", []string{`program "ls" is not found in the job's PATH (` + bin + ")"}}}},

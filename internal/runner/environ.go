@@ -9,17 +9,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/supervise"
 )
 
-// The PATH a job starts with, as cron's: root's includes the sbin
-// directories. inheritEnv: [PATH] or env: replaces it.
-const (
-	rootPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	userPath = "/usr/local/bin:/usr/bin:/bin"
-	// defaultShell is SHELL when the user's passwd entry names none.
-	defaultShell = "/bin/sh"
-)
+// defaultShell is SHELL when the user's passwd entry names none.
+const defaultShell = "/bin/sh"
 
 // passwdFile is where a user's login shell is looked up (os/user does not
 // tell it).
@@ -88,10 +83,7 @@ func workdirOf(workdir string, id identity) string {
 // of the run. Later entries replace earlier ones. Nothing else of the
 // daemon's environment reaches the job.
 func (r *Runner) environ(e Execution, id identity) []string {
-	path := userPath
-	if id.uid == "0" {
-		path = rootPath
-	}
+	path := config.DefaultPath(id.uid == "0")
 	env := []string{"HOME=" + id.home, "LOGNAME=" + id.name, "USER=" + id.name, "SHELL=" + id.shell, "PATH=" + path}
 	for _, k := range e.Job.InheritEnv {
 		if v, ok := inherited(r.BaseEnv, k); ok {
