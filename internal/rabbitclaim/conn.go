@@ -289,19 +289,7 @@ func (b *Backend) abandon(s *session, ch *amqp.Channel, done <-chan struct{}, wh
 
 // withTimeout is context.WithTimeout on the Backend's clock.
 func (b *Backend) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	t := b.clock.NewTimer(d)
-	go func() {
-		select {
-		case <-t.C():
-			cancel(context.DeadlineExceeded)
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() {
-		t.Stop()
-		cancel(context.Canceled)
-	}
+	return clock.WithTimeout(parent, b.clock, d)
 }
 
 // closeChannel closes ch in the background, bounded as abandon is.
