@@ -42,7 +42,7 @@ func reapOrphans(cfg *config.Config, environ []string, log *zap.Logger) (*runner
 	if err != nil {
 		return nil, err
 	}
-	n, err := 0, error(nil)
+	n, err := rs.Reap()
 	if err != nil {
 		return nil, err
 	}
