@@ -11,8 +11,8 @@ import (
 )
 
 // killwithguard file: SIGKILL the daemon whose pid is file's last field
-// and its job guard (its child started with --guard) together, as the OOM
-// killer or `pkill -9 -f anarchon` does.
+// and its job guard (its child started with --guard) at once, as the OOM
+// killer or `pkill -9 -f anarchon` may.
 func cmdKillWithGuard(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: killwithguard file")
@@ -27,9 +27,14 @@ func cmdKillWithGuard(ts *testscript.TestScript, neg bool, args []string) {
 	if guard == 0 {
 		ts.Fatalf("daemon %d has no job guard among its children", daemon)
 	}
+	// Stopped first, so that neither acts on the other's death: the guard
+	// would kill the job's group on the daemon's, the daemon start a new
+	// guard on the guard's.
 	ts.Logf("SIGKILL to daemon %d and its job guard %d", daemon, guard)
-	ts.Check(syscall.Kill(daemon, syscall.SIGKILL))
-	ts.Check(syscall.Kill(guard, syscall.SIGKILL))
+	for _, sig := range []syscall.Signal{syscall.SIGSTOP, syscall.SIGKILL} {
+		ts.Check(syscall.Kill(guard, sig))
+		ts.Check(syscall.Kill(daemon, sig))
+	}
 }
 
 // guardOf returns the pid of daemon's job guard, 0 if it has none.
