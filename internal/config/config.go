@@ -38,6 +38,10 @@ type Config struct {
 	// ANARCHON_* variables, a writable file accepted for development, ...),
 	// one line each, formatted like an Error.
 	Warnings []string
+
+	// StateDir is where the daemon keeps the records of its running
+	// attempts (docs/spec.md#s4-processes); "": the daemon's default.
+	StateDir string
 }
 
 // Metrics configures the Prometheus and health endpoints.

@@ -9,10 +9,6 @@ import "path/filepath"
 // opens the same files. A crontab named without a directory (and one
 // parsed from memory) leaves them as written.
 func (p *parser) anchorPaths(b *Backend) {
-	dir := filepath.Dir(p.file)
-	if dir == "." {
-		return
-	}
 	for _, f := range []*string{
 		&b.SQLite.Path,
 		&b.Postgres.PasswordFile, &b.Redis.PasswordFile, &b.RabbitMQ.PasswordFile, &b.NATS.PasswordFile,
@@ -21,8 +17,16 @@ func (p *parser) anchorPaths(b *Backend) {
 		&b.RabbitMQ.TLS.CAFile, &b.RabbitMQ.TLS.CertFile, &b.RabbitMQ.TLS.KeyFile,
 		&b.NATS.TLS.CAFile, &b.NATS.TLS.CertFile, &b.NATS.TLS.KeyFile,
 	} {
-		if *f != "" && !filepath.IsAbs(*f) {
-			*f = filepath.Join(dir, *f)
-		}
+		*f = p.anchor(*f)
 	}
+}
+
+// anchor is path relative to the crontab's directory, as anchorPaths
+// says (stateDir too).
+func (p *parser) anchor(path string) string {
+	dir := filepath.Dir(p.file)
+	if path == "" || filepath.IsAbs(path) || dir == "." {
+		return path
+	}
+	return filepath.Join(dir, path)
 }

@@ -684,6 +684,7 @@ func (p *parser) resolve() *Config {
 	cfg.Namespace = str("namespace", defaultNamespace, matches(namePattern, "namespace")).val
 	cfg.ShutdownGrace = time.Duration(integer("shutdownGraceMs", defaultShutdownGraceMs, ms(0)).val) * time.Millisecond
 	cfg.Watch = get(p, vals, "watch", def(false), p.asBool, nil).val
+	cfg.StateDir = p.anchor(str("stateDir", "", nil).val)
 	cfg.Metrics.Listen = str("metrics.listen", defaultMetricsListen, checkListen).val
 	cfg.Log.Level = str("log.level", defaultLogLevel, oneOf(logLevels)).val
 	cfg.Log.Format = str("log.format", defaultLogFormat, oneOf(logFormats)).val

@@ -78,6 +78,7 @@ var rootSpecs = []*spec{
 	{key: "namespace", kind: kindString},
 	{key: "shutdownGraceMs", kind: kindInt},
 	{key: "watch", kind: kindBool},
+	{key: "stateDir", kind: kindString},
 	{key: "metrics", kind: kindMap, children: []*spec{
 		{key: "listen", kind: kindString},
 	}},

@@ -67,6 +67,12 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			}
 		})
 	}
+	// Before the store: nothing is claimed while a dead daemon's jobs
+	// still run.
+	records, err := reapOrphans(cfg, o.Environ, log)
+	if err != nil {
+		return fmt.Errorf("%w (set stateDir to a directory the daemon can write)", err)
+	}
 	notify(log, "STATUS=opening the store")
 	b, err := openStore(ctx, cfg, o.Clock, log)
 	if err != nil {
@@ -78,6 +84,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	r := &runner.Runner{
 		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance,
 		Supervisor: o.Supervisor, BaseEnv: jobEnviron(o.Environ), Hooks: m.RunnerHooks(),
+		Records: records,
 	}
 	// The jobs start directly, each the leader of its process group, and one
 	// guard process takes the groups down if the daemon dies; without a

@@ -17,6 +17,7 @@ type launch struct {
 	argv []string
 	env  []string
 	spec supervise.Spec
+	rec  attemptRecord // what the attempt's record says of it
 }
 
 // prepare resolves e's command, environment, user and workdir.

@@ -26,7 +26,10 @@ type process struct {
 	out    *output
 	exited chan struct{} // closed once the leader has exited (not yet reaped)
 	guard  *Guard        // the group's guard, or nil
-	code   int           // the exit code when cmd is nil
+	// records holds the group's record at recPath, or is nil.
+	records *Records
+	recPath string
+	code    int // the exit code when cmd is nil
 	// late: the exec completed after the attempt's lease had ended; the
 	// group was SIGKILLed at once (startGate).
 	late bool
@@ -102,6 +105,13 @@ func (r *Runner) start(l launch, tailBytes int, log *zap.Logger, g startGate) (*
 	if p.guard != nil {
 		p.guard.add(p.pid)
 	}
+	if r.Records != nil {
+		if p.recPath, err = r.Records.add(p.pid, l.rec); err != nil {
+			log.Error("no record of the job's process group: if the daemon and its job guard die together, its processes outlive it", zap.Error(err))
+		} else {
+			p.records = r.Records
+		}
+	}
 
 	p.out = newOutput(log, outR, errR, tailBytes)
 	go func() {
@@ -167,6 +177,9 @@ func (p *process) finish(clk clock.Clock, log *zap.Logger) int {
 		p.mu.Unlock()
 		if p.guard != nil {
 			p.guard.remove(p.pid)
+		}
+		if p.records != nil {
+			p.records.remove(p.recPath)
 		}
 		_ = p.cmd.Wait() // the exit status is in ProcessState
 	}

@@ -120,6 +120,10 @@ type Runner struct {
 	// Guard, when set, watches the jobs' process groups (StartGuard): the
 	// runner then starts each job directly, without a supervisor.
 	Guard *Guard
+	// Records, when set, keeps a record of each running attempt's process
+	// group in the daemon's state directory, so that the next daemon kills
+	// what is left of it if this daemon and its guard die together.
+	Records *Records
 	// BaseEnv is the daemon's environment (os.Environ()). A job does not
 	// start from it: it gets only the variables its inheritEnv names
 	// (docs/spec.md#s6-jobs).
@@ -254,6 +258,7 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 	l, err := r.prepare(e)
 	var p *process
 	if err == nil {
+		l.rec = r.recordOf(e)
 		p, err = r.start(l, job.OutputTailBytes, log, r.gate(clk, leaser, job, anchor))
 	}
 	if errors.Is(err, ErrLeaseLost) {
@@ -436,6 +441,12 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 	rep.Recorded, rep.Fenced, rep.Err = r.record(ctx, clk, log, e.Fence, fin,
 		max(recordWindow, job.Lease), callTimeout(job), ctx.Done())
 	return rep
+}
+
+// recordOf is what the attempt's record (Records) says of e.
+func (r *Runner) recordOf(e Execution) attemptRecord {
+	slot, _ := slotOf(e)
+	return attemptRecord{Job: jobName(e), Slot: slotString(slot), Attempt: e.Fence.Attempt, Instance: r.Instance}
 }
 
 // gate is the lease check around the fork of e's command: the lease runs

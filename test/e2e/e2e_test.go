@@ -139,6 +139,7 @@ func params(st store, dir, root string) testscript.Params {
 			"statusok":      cmdStatusOK,
 			"pidgone":       cmdPidGone,
 			"runner-signal": cmdRunnerSignal,
+			"killwithguard": cmdKillWithGuard,
 			"subst":         cmdSubst,
 			"chmod":         cmdChmod,
 			"proxy":         cmdProxy,
