@@ -261,11 +261,11 @@ func ParseRecord(line string) (Record, error) {
 // The daemon-log messages the checks use (docs/spec.md and internal/scheduler,
 // internal/runner): exact messages and prefixes.
 const (
-	msgClaim          = "claim"           // fields job, slot, outcome, attempt (won), token
-	msgMissedPrefix   = "missed:"         // fields job, first, last
+	msgClaim        = "claim"   // fields job, slot, outcome, attempt (won), token
+	msgMissedPrefix = "missed:" // fields job, first, last
 	// msgGivenUpPrefix: a start gave up the catch-up of the job's slots
 	// within maxLate before its start (field start, the daemon's clock).
-	msgGivenUpPrefix = "catch-up given up"
+	msgGivenUpPrefix  = "catch-up given up"
 	msgAbandonPrefix  = "claim abandoned" // fields job, slot, token
 	msgNotStarted     = "job not started" // prefix; fields job, slot, attempt, token
 	msgCouldNotStart  = "job could not be started"
