@@ -47,4 +47,3 @@ func TestStartRefusedIsNotRetried(t *testing.T) {
 		}
 	}
 }
-
