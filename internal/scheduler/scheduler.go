@@ -863,7 +863,7 @@ func (h *health) failed(op string, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if p, ok := claim.AsPermanent(err); ok {
-		h.refusedOnce(op, p)
+		h.refusedOnce(op, p, err)
 		return
 	}
 	h.lastFail = h.clock.Now()
@@ -873,8 +873,9 @@ func (h *health) failed(op string, err error) {
 	}
 }
 
-// refusedOnce logs the refusal p once per cause and fix; h.mu is held.
-func (h *health) refusedOnce(op string, p *claim.PermanentError) {
+// refusedOnce logs the refusal err (p) once per cause and fix; h.mu is
+// held.
+func (h *health) refusedOnce(op string, p *claim.PermanentError, err error) {
 	key := p.Store + "\x00" + p.Cause + "\x00" + p.Fix
 	if h.refused[key] {
 		return
@@ -885,7 +886,7 @@ func (h *health) refusedOnce(op string, p *claim.PermanentError) {
 	h.refused[key] = true
 	h.log.Error("store refused; not retried: the slots it refuses are missed until this is fixed",
 		zap.String("op", op), zap.String("store", p.Store), zap.String("cause", p.Cause),
-		zap.String("fix", p.Fix), zap.Error(p.Err))
+		zap.String("fix", p.Fix), zap.Error(err))
 }
 
 func (h *health) ok(op string) {
