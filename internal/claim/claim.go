@@ -169,7 +169,8 @@ type Run struct {
 	ExitCode   *int      // nil while running or when interrupted
 	OutputTail string
 	// Reason says why a slot no attempt ran was not run (Status.Noted):
-	// overlap, late, store_unreachable, all_down, catch_up, no_decision.
+	// overlap, late, store_unreachable, store_refused, all_down, catch_up,
+	// no_decision.
 	Reason string
 	// HeldBy is, for a slot skipped for overlap, the slot (ms) of the run
 	// of the job that held it; 0 otherwise or when not known.
@@ -255,7 +256,10 @@ var (
 // Backend decides claims and records results.
 type Backend interface {
 	// Claim makes the atomic decision for req. An error means no answer
-	// arrived (transport failure): the caller re-sends with the same token.
+	// arrived (transport failure): the caller re-sends with the same token;
+	// except a PermanentError, a refusal no re-send changes (a missing
+	// privilege, a wrong password), which the caller reports and does not
+	// re-send. Every method classifies its errors the same way.
 	Claim(ctx context.Context, req Request) (Result, error)
 	// Finish records the result of the attempt f. Lease backends fence it
 	// and return ErrFenced when f is no longer the run's owner.

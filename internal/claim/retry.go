@@ -27,8 +27,8 @@ type Retry struct {
 	OnFailure func(call int, err error)
 }
 
-// Do calls op until it succeeds, fails for good (ErrFenced, ErrNotFound),
-// ctx ends or GiveUp is closed; it returns how many calls it made and the
+// Do calls op until it succeeds, fails for good (ErrFenced, ErrNotFound,
+// a PermanentError), ctx ends or GiveUp is closed; it returns how many calls it made and the
 // last call's error. The caller bounds the whole by ctx.
 func (r Retry) Do(ctx context.Context, op func(context.Context) error) (int, error) {
 	backoff := r.Min
@@ -36,7 +36,7 @@ func (r Retry) Do(ctx context.Context, op func(context.Context) error) (int, err
 		cctx, cancel := clock.WithTimeout(ctx, r.Clock, r.PerCall)
 		err := op(cctx)
 		cancel()
-		if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrNotFound) {
+		if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrNotFound) || IsPermanent(err) {
 			return call, err
 		}
 		if r.OnFailure != nil {

@@ -267,15 +267,15 @@ func TestValidateRedisStrategies(t *testing.T) {
 	}
 }
 
-// A store that refuses us is one clear error naming the cause, the
-// password never shown.
+// A store that refuses us is one clear error naming the cause and the fix,
+// the password never shown.
 func TestValidateStoreRefuses(t *testing.T) {
 	testserver.RabbitMQ.Require(t, "")
 	for _, tc := range []struct{ name, backend, want string }{
 		{"rabbitmq vhost", `{type: rabbitmq, rabbitmq: {url: "amqp://guest:guest@127.0.0.1:5672/nope"}}`,
-			`the store cannot be used: open rabbitmq backend: connect to rabbitmq amqp://guest:xxxxx@127.0.0.1:5672/nope: .*vhost nope not found`},
+			`the store cannot be used: open rabbitmq backend: rabbitmq refused: the broker does not allow the vhost \(530 NOT_ALLOWED\) \(connect to rabbitmq amqp://guest:xxxxx@127.0.0.1:5672/nope: .*vhost nope not found.*; fix: create the vhost`},
 		{"rabbitmq credentials", `{type: rabbitmq, rabbitmq: {url: "amqp://guest:s3cret@127.0.0.1:5672/"}}`,
-			`the store cannot be used: open rabbitmq backend: .*username or password not allowed`},
+			`the store cannot be used: open rabbitmq backend: rabbitmq refused: the broker refused the login .*username or password not allowed.*; fix: correct the user and password`},
 		{"nats down", `{type: nats, nats: {url: "nats://127.0.0.1:1"}}`,
 			`the store cannot be used: open nats backend: .*127\.0\.0\.1:1`},
 		{"redis down", `{type: redis, redis: {url: "redis://:s3cret@127.0.0.1:1/0"}}`,

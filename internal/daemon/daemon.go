@@ -200,7 +200,10 @@ func trigger(reloads chan<- string, why string) {
 // during the store's restart) waits for it instead of failing in a loop.
 // The first failure is logged at warn, then every tenth (about every five
 // minutes at the longest backoff), the others at debug. SQLite, a local
-// file, fails at once: a path that cannot be opened will not heal.
+// file, fails at once: a path that cannot be opened will not heal; so does
+// a store's refusal (claim.PermanentError: a missing privilege, a wrong
+// password), whose message names the fix: the daemon exits with it, and
+// systemd shows it, instead of waiting for a store that will not change.
 func openStore(ctx context.Context, cfg *config.Config, clk clock.Clock, log *zap.Logger) (claim.Backend, error) {
 	p := claim.OpenParams{Config: cfg, Log: log, Clock: clk}
 	backoff, attempts := time.Second, 0
@@ -212,7 +215,7 @@ func openStore(ctx context.Context, cfg *config.Config, clk clock.Clock, log *za
 			}
 			return b, nil
 		}
-		if cfg.Backend.Type == "sqlite" || ctx.Err() != nil {
+		if cfg.Backend.Type == "sqlite" || claim.IsPermanent(err) || ctx.Err() != nil {
 			return nil, err
 		}
 		attempts++

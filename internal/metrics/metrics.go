@@ -1,6 +1,6 @@
 // Package metrics exports what the daemon does as Prometheus metrics, and
-// serves /metrics, /healthz (the store answered recently) and /readyz (the
-// daemon is scheduling).
+// serves /metrics, /healthz (the store answered recently and refuses
+// nothing) and /readyz (the daemon is scheduling).
 package metrics
 
 import (
@@ -37,12 +37,17 @@ type Metrics struct {
 	fenced        prometheus.Counter
 	missed        *prometheus.CounterVec
 	storeErrors   *prometheus.CounterVec
+	refusals      *prometheus.CounterVec
 	clockSkew     prometheus.Gauge
 	reloads       *prometheus.CounterVec
 
 	mu      sync.Mutex
 	storeOK time.Time // the store's last answer
 	ready   bool
+	// refused holds, by operation, the store's last refusal no retry
+	// changes (claim.PermanentError), until that operation or a claim is
+	// answered again.
+	refused map[string]string
 }
 
 // New registers the collectors, with Go runtime and process metrics.
@@ -65,15 +70,17 @@ func New(c clock.Clock, backend string) *Metrics {
 	m.fenced = prometheus.NewCounter(prometheus.CounterOpts{Name: "anarchon_fenced_total",
 		Help: "Executions stopped because another attempt owns the run, or the lease could not be kept."})
 	m.missed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_missed_slots_total",
-		Help: "Slots not run, by job and reason: late (not claimed within maxLate), catch_up (due while every instance was down, not run by the job's catchUp policy), store_unreachable (no answer from the store in time)."}, []string{"job", "reason"})
+		Help: "Slots not run, by job and reason: late (not claimed within maxLate), catch_up (due while every instance was down, not run by the job's catchUp policy), store_unreachable (no answer from the store in time), store_refused (the store refused the claim for good)."}, []string{"job", "reason"})
 	m.storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_backend_errors_total",
-		Help: "Failed calls to the store by operation."}, []string{"op"})
+		Help: "Failed calls to the store by operation, refusals included."}, []string{"op"})
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_backend_refusals_total",
+		Help: "Calls to the store it refused for good (a missing privilege, a wrong password, a queue or stream of other settings), by operation: not retried; the log names the fix."}, []string{"op"})
 	m.clockSkew = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anarchon_clock_skew_seconds",
 		Help: "This instance's clock minus the store's, from the lease backends' answers (includes up to one network trip)."})
 	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_config_reloads_total",
 		Help: "Crontab reloads by result (ok, error)."}, []string{"result"})
 	for _, c := range []prometheus.Collector{m.claims, m.runs, m.runDuration, m.scheduleLag, m.claimDuration,
-		m.renewals, m.fenced, m.missed, m.storeErrors, m.clockSkew, m.reloads} {
+		m.renewals, m.fenced, m.missed, m.storeErrors, m.refusals, m.clockSkew, m.reloads} {
 		f(c)
 	}
 	f(collectors.NewGoCollector())
@@ -87,6 +94,7 @@ func New(c clock.Clock, backend string) *Metrics {
 	}
 	for _, op := range []string{"claim", "read", "renew", "finish", "prune"} {
 		m.storeErrors.WithLabelValues(op)
+		m.refusals.WithLabelValues(op)
 	}
 	return m
 }
@@ -102,6 +110,45 @@ func (m *Metrics) answered() {
 	m.mu.Lock()
 	m.storeOK = m.clock.Now()
 	m.mu.Unlock()
+}
+
+// storeError counts a failed call of op; a refusal also marks the store
+// refused until op (or a claim) is answered again.
+func (m *Metrics) storeError(op string, err error) {
+	m.storeErrors.WithLabelValues(op).Inc()
+	if !claim.IsPermanent(err) {
+		return
+	}
+	m.refusals.WithLabelValues(op).Inc()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.refused == nil {
+		m.refused = map[string]string{}
+	}
+	m.refused[op] = err.Error()
+}
+
+// answeredOp notes the store's answer to op: op is no longer refused, nor is
+// anything once a claim is answered (the store takes this instance's
+// writes).
+func (m *Metrics) answeredOp(op string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.storeOK = m.clock.Now()
+	if op == "claim" {
+		clear(m.refused)
+	}
+	delete(m.refused, op)
+}
+
+// refusal is one of the store's standing refusals, or "".
+func (m *Metrics) refusal() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for op, msg := range m.refused {
+		return fmt.Sprintf("the store refused %s: %s", op, msg)
+	}
+	return ""
 }
 
 // SchedulerHooks observe claims, misses, executions and the store.
@@ -125,8 +172,8 @@ func (m *Metrics) SchedulerHooks() scheduler.Hooks {
 			m.runs.WithLabelValues(job, status).Inc()
 			m.runDuration.WithLabelValues(job).Observe(rep.Duration.Seconds())
 		},
-		StoreError: func(op string, _ error) { m.storeErrors.WithLabelValues(op).Inc() },
-		StoreOK:    func(string) { m.answered() },
+		StoreError: m.storeError,
+		StoreOK:    m.answeredOp,
 	}
 }
 
@@ -137,11 +184,11 @@ func (m *Metrics) RunnerHooks() runner.Hooks {
 		Renewed: func(result string, res claim.Result, _ error) {
 			m.renewals.WithLabelValues(result).Inc()
 			if result != "failed" {
-				m.answered()
+				m.answeredOp("renew")
 				m.skew(res.StoreNow)
 			}
 		},
-		StoreError: func(op string, _ error) { m.storeErrors.WithLabelValues(op).Inc() },
+		StoreError: m.storeError,
 	}
 }
 
@@ -171,7 +218,9 @@ func (m *Metrics) SetReady(ready bool) {
 	m.mu.Unlock()
 }
 
-// HealthWindow is how recently the store must have answered for /healthz.
+// HealthWindow is how recently the store must have answered for /healthz;
+// a refusal (claim.PermanentError) makes it unhealthy until the refused
+// operation is answered.
 const HealthWindow = time.Minute
 
 // Handler serves /metrics, /healthz and /readyz.
@@ -186,6 +235,10 @@ func (m *Metrics) Handler() http.Handler {
 		}
 		if age := m.clock.Now().Sub(last); age > HealthWindow {
 			http.Error(w, fmt.Sprintf("the store last answered %s ago", age.Round(time.Second)), http.StatusServiceUnavailable)
+			return
+		}
+		if msg := m.refusal(); msg != "" {
+			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")

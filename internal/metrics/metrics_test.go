@@ -1,11 +1,13 @@
 package metrics
 
 import (
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 )
 
@@ -61,5 +63,37 @@ func TestMissedSlotsByReason(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+// A refusal no retry changes makes /healthz unhealthy with its message,
+// and is counted by operation, until the store answers that operation.
+func TestHealthShowsARefusal(t *testing.T) {
+	clk := clock.NewFake(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
+	m := New(clk, "postgres")
+	h := m.SchedulerHooks()
+	h.StoreOK("claim")
+	refusal := claim.Permanent("postgres", errors.New("permission denied for table runs"), "role a lacks a privilege", "GRANT ...")
+	h.StoreError("claim", refusal)
+	h.StoreError("claim", errors.New("connection reset by peer"))
+	h.StoreOK("read") // reads answered: the claims are still refused
+	code, body := status(t, m, "/healthz")
+	if code != 503 || !strings.Contains(body, "the store refused claim: postgres refused: role a lacks a privilege") ||
+		!strings.Contains(body, "fix: GRANT ...") {
+		t.Fatalf("while claims are refused: %d %q", code, body)
+	}
+	_, metrics := status(t, m, "/metrics")
+	for _, want := range []string{
+		`anarchon_backend_refusals_total{op="claim"} 1`,
+		`anarchon_backend_errors_total{op="claim"} 2`,
+		`anarchon_backend_refusals_total{op="finish"} 0`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	h.StoreOK("claim")
+	if code, body := status(t, m, "/healthz"); code != 200 {
+		t.Fatalf("once a claim is answered again: %d %q", code, body)
 	}
 }

@@ -328,7 +328,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	}
 	nc, err := connect(ctx, o, secrets, auth)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", where, scrub(err, secrets))
+		return nil, fmt.Errorf("connect to %s: %w", where, scrub(refusal(err), secrets))
 	}
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(o.Timeout))
 	if err != nil {
@@ -341,7 +341,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	}
 	if err := b.ensureStream(ctx, o); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("%s: %w", where, scrub(err, secrets))
+		return nil, fmt.Errorf("%s: %w", where, scrub(refusal(err), secrets))
 	}
 	return b, nil
 }

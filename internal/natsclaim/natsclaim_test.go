@@ -120,6 +120,16 @@ func TestConformance(t *testing.T) {
 			nb := b.(*natsclaim.Backend)
 			return open(t, natsclaim.Options{URL: natsURL(), Stream: nb.Stream(), Namespace: nb.Namespace(), DuplicateWindow: time.Hour})
 		},
+		// The stream pre-created with other subjects.
+		Permanent: func(t *testing.T) (claim.Backend, error) {
+			p := newPlace(t)
+			createStream(t, p, jetstream.StreamConfig{Subjects: []string{p.ns + "-other.>"}, Duplicates: time.Hour})
+			b, err := natsclaim.New(t.Context(), p.options())
+			if err == nil {
+				t.Cleanup(func() { b.Close() })
+			}
+			return b, err
+		},
 	})
 }
 
@@ -215,8 +225,8 @@ func TestSubjectsTakenByAnotherStream(t *testing.T) {
 	o.Stream = p.stream + "_OTHER"
 	_, err := natsclaim.New(t.Context(), o)
 	want := fmt.Sprintf("create stream %s: stream %s already takes subjects %s.>: set backend.nats.stream to %s", o.Stream, p.stream, p.ns, p.stream)
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("want %q, got %v", want, err)
+	if err == nil || !strings.Contains(err.Error(), want) || !claim.IsPermanent(err) {
+		t.Fatalf("want a refusal (claim.IsPermanent) saying %q, got %v", want, err)
 	}
 	if _, err := rawJS(t, p.url).Stream(t.Context(), o.Stream); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("stream %s must not exist after the refusal: %v", o.Stream, err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/config"
 )
 
@@ -63,6 +64,15 @@ type scrubbedError struct {
 func (e *scrubbedError) Error() string { return e.msg }
 
 func (e *scrubbedError) Is(target error) bool { return errors.Is(e.err, target) }
+
+// As lets errors.As find a claim.PermanentError in the original, for its
+// classification; its message is this one's.
+func (e *scrubbedError) As(target any) bool {
+	if _, ok := target.(**claim.PermanentError); ok {
+		return errors.As(e.err, target)
+	}
+	return false
+}
 
 // withSecret returns secrets with s (as written and escaped) added,
 // longest first.

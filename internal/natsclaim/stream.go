@@ -53,7 +53,7 @@ func (b *Backend) ensureStream(ctx context.Context, o Options) error {
 			created := err
 			s, err = b.js.Stream(ctx, o.Stream)
 			if errors.Is(err, jetstream.ErrStreamNotFound) && isSubjectsOverlap(created) {
-				return b.overlapError(ctx, o, created)
+				return streamRefusal(b.overlapError(ctx, o, created))
 			}
 			if err != nil {
 				return fmt.Errorf("read stream %s: %w", o.Stream, err)
@@ -66,7 +66,7 @@ func (b *Backend) ensureStream(ctx context.Context, o Options) error {
 	}
 	cfg := s.CachedInfo().Config
 	if err := checkStream(cfg, o); err != nil {
-		return err
+		return streamRefusal(err)
 	}
 	b.warnLimits(cfg)
 	b.stream = s

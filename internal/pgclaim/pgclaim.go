@@ -135,6 +135,7 @@ type Backend struct {
 	log     *zap.Logger
 	names   names
 	secrets secrets
+	refuse  refusals
 	sql     queries
 }
 
@@ -272,10 +273,15 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		return nil, sec.wrap(fmt.Errorf("parse postgres dsn %s: %w", dsn, err))
 	}
 	sec.add(cfg.ConnConfig.Password)
+	refuse := refusals{role: cfg.ConnConfig.User, table: o.Table}
+	if refuse.table == "" {
+		refuse.table = DefaultTable
+	}
+	fail := func(err error) error { return refuse.classify(sec.wrap(err), err) }
 	if o.PasswordFile != "" {
 		pw, err := secret.ReadFile(o.PasswordFile, "backend.postgres.passwordFile")
 		if err != nil {
-			return nil, sec.wrap(fmt.Errorf("postgres %s: %w", dsn, err))
+			return nil, fail(fmt.Errorf("postgres %s: %w", dsn, err))
 		}
 		sec.add(pw)
 		cfg.ConnConfig.Password = pw
@@ -313,23 +319,23 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, sec.wrap(fmt.Errorf("connect to postgres %s: %w", dsn, err))
+		return nil, fail(fmt.Errorf("connect to postgres %s: %w", dsn, err))
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, sec.wrap(fmt.Errorf("connect to postgres %s: %w", dsn, err))
+		return nil, fail(fmt.Errorf("connect to postgres %s: %w", dsn, err))
 	}
 	if o.SynchronousCommit != "" {
 		if err := checkSynchronousCommit(ctx, pool, o.SynchronousCommit, o.Log); err != nil {
 			pool.Close()
-			return nil, sec.wrap(fmt.Errorf("postgres %s: %w", dsn, err))
+			return nil, fail(fmt.Errorf("postgres %s: %w", dsn, err))
 		}
 	}
 	if schema == "" {
 		var cur *string
 		if err := pool.QueryRow(ctx, currentSchemaSQL).Scan(&cur); err != nil {
 			pool.Close()
-			return nil, sec.wrap(fmt.Errorf("postgres %s: read current_schema(): %w", dsn, err))
+			return nil, fail(fmt.Errorf("postgres %s: read current_schema(): %w", dsn, err))
 		}
 		if cur == nil {
 			pool.Close()
@@ -338,13 +344,17 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		schema = *cur
 	}
 	n := newNames(schema, table)
-	b := &Backend{pool: pool, log: o.Log, names: n, secrets: sec, sql: newQueries(n)}
+	refuse.schema, refuse.table = schema, table
+	b := &Backend{pool: pool, log: o.Log, names: n, secrets: sec, refuse: refuse, sql: newQueries(n)}
 	if err := b.migrate(ctx); err != nil {
 		pool.Close()
-		return nil, sec.wrap(fmt.Errorf("migrate postgres table %s (%s): %w", n.qualified(), dsn, err))
+		return nil, fail(fmt.Errorf("migrate postgres table %s (%s): %w", n.qualified(), dsn, err))
 	}
 	return b, nil
 }
+
+// wrap scrubs err's passwords and classifies the server's refusals.
+func (b *Backend) wrap(err error) error { return b.refuse.classify(b.secrets.wrap(err), err) }
 
 // requireTLS makes every connection attempt of cc (the primary host and
 // every fallback) use TLS with t, its ServerName defaulting to the host's
@@ -513,7 +523,7 @@ func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, e
 	}
 	res, err := b.claimLocked(ctx, req)
 	if err != nil {
-		return claim.Result{}, b.secrets.wrap(fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err))
+		return claim.Result{}, b.wrap(fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err))
 	}
 	return res, nil
 }
@@ -559,7 +569,7 @@ func (b *Backend) ClaimBatch(ctx context.Context, reqs []claim.Request) ([]claim
 	}
 	rows, err := b.pool.Query(ctx, b.sql.claimBatch, jobs, slots, tokens, instances, maxLate, lease, attempts, skip)
 	if err != nil {
-		return nil, b.secrets.wrap(fmt.Errorf("claim a batch of %d: %w", n, err))
+		return nil, b.wrap(fmt.Errorf("claim a batch of %d: %w", n, err))
 	}
 	out := make([]claim.Result, 0, n)
 	var r claimRow
@@ -574,7 +584,7 @@ func (b *Backend) ClaimBatch(ctx context.Context, reqs []claim.Request) ([]claim
 		err = fmt.Errorf("%d answers for %d claims", len(out), n)
 	}
 	if err != nil {
-		return nil, b.secrets.wrap(fmt.Errorf("claim a batch of %d: %w", n, err))
+		return nil, b.wrap(fmt.Errorf("claim a batch of %d: %w", n, err))
 	}
 	return out, nil
 }
@@ -651,7 +661,7 @@ func (b *Backend) Read(ctx context.Context, job string, slot int64) (claim.Run, 
 	r, now, err := b.readRun(ctx, job, slot)
 	switch {
 	case err != nil:
-		return claim.Run{}, time.Time{}, b.secrets.wrap(fmt.Errorf("read %s@%d: %w", job, slot, err))
+		return claim.Run{}, time.Time{}, b.wrap(fmt.Errorf("read %s@%d: %w", job, slot, err))
 	case r == nil:
 		return claim.Run{}, now, fmt.Errorf("read %s@%d: %w", job, slot, claim.ErrNotFound)
 	}
@@ -672,7 +682,7 @@ func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration)
 	case errors.Is(err, pgx.ErrNoRows):
 		return claim.Result{}, fmt.Errorf("renew %s: %w", f, claim.ErrFenced)
 	case err != nil:
-		return claim.Result{}, b.secrets.wrap(fmt.Errorf("renew %s: %w", f, err))
+		return claim.Result{}, b.wrap(fmt.Errorf("renew %s: %w", f, err))
 	}
 	return claim.Result{Outcome: claim.Won, Attempt: int(attempt), StoreNow: fromMs(now), LeaseUntil: fromMs(until)}, nil
 }
@@ -695,7 +705,7 @@ func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) e
 	err := b.fencedWrite(ctx, b.sql.finish, f.Job, f.Slot, string(fin.Status), exit,
 		cleanText(fin.OutputTail), string(f.Token))
 	if err != nil {
-		return b.secrets.wrap(fmt.Errorf("finish %s: %w", f, err))
+		return b.wrap(fmt.Errorf("finish %s: %w", f, err))
 	}
 	return nil
 }
@@ -704,7 +714,7 @@ func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) e
 // (attempt+1); claim.ErrFenced when f no longer owns a running run.
 func (b *Backend) Release(ctx context.Context, f claim.Fence) error {
 	if err := b.fencedWrite(ctx, b.sql.release, f.Job, f.Slot, string(f.Token)); err != nil {
-		return b.secrets.wrap(fmt.Errorf("release %s: %w", f, err))
+		return b.wrap(fmt.Errorf("release %s: %w", f, err))
 	}
 	return nil
 }
@@ -750,11 +760,11 @@ func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 	}
 	rows, err := b.pool.Query(ctx, query, args...)
 	if err != nil {
-		return nil, b.secrets.wrap(fmt.Errorf("list runs: %w", err))
+		return nil, b.wrap(fmt.Errorf("list runs: %w", err))
 	}
 	out, err := pgx.CollectRows(rows, scanRun)
 	if err != nil {
-		return nil, b.secrets.wrap(fmt.Errorf("list runs: %w", err))
+		return nil, b.wrap(fmt.Errorf("list runs: %w", err))
 	}
 	return out, nil
 }
@@ -806,7 +816,7 @@ func (b *Backend) Record(ctx context.Context, n claim.Note) (bool, error) {
 	tag, err := b.pool.Exec(ctx, b.sql.record, n.Job, n.Slot, string(n.Status), n.Instance,
 		cleanText(n.Reason), n.HeldBy)
 	if err != nil {
-		return false, b.secrets.wrap(fmt.Errorf("record %s@%d: %w", n.Job, n.Slot, err))
+		return false, b.wrap(fmt.Errorf("record %s@%d: %w", n.Job, n.Slot, err))
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -831,11 +841,11 @@ func (b *Backend) Prune(ctx context.Context, olderThan time.Duration) (int64, er
 		return nil
 	})
 	if err != nil {
-		return 0, b.secrets.wrap(fmt.Errorf("prune: %w", err))
+		return 0, b.wrap(fmt.Errorf("prune: %w", err))
 	}
 	if n > 0 {
 		if _, err := b.pool.Exec(ctx, b.sql.pruneJobs); err != nil {
-			return n, b.secrets.wrap(fmt.Errorf("prune: forget jobs with no runs: %w", err))
+			return n, b.wrap(fmt.Errorf("prune: forget jobs with no runs: %w", err))
 		}
 		b.log.Debug("pruned runs", zap.Int64("runs", n), zap.Duration("older_than", olderThan))
 	}

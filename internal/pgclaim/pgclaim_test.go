@@ -139,6 +139,18 @@ func TestConformance(t *testing.T) {
 			return open(t, b.(*Backend).Table())
 		},
 		// No Transient: a claim race must never see an error.
+		// A role that may use the schema but not the tables in it.
+		Permanent: func(t *testing.T) (claim.Backend, error) {
+			schema := newSchema(t)
+			open(t, schema+".runs")
+			role, dsn := newRole(t)
+			exec(t, testDSN(), "GRANT USAGE ON SCHEMA "+pgx.Identifier{schema}.Sanitize()+" TO "+pgx.Identifier{role}.Sanitize())
+			b, err := New(t.Context(), Options{DSN: dsn, Table: schema + ".runs"})
+			if err == nil {
+				t.Cleanup(func() { b.Close() })
+			}
+			return b, err
+		},
 	})
 }
 

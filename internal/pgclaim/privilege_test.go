@@ -52,10 +52,13 @@ func TestMissingPrivilege(t *testing.T) {
 		t.Fatal("a role without privileges on the tables must not start")
 	}
 	t.Logf("start: %v", err)
-	for _, want := range []string{"permission denied", schema, "runs_schema"} {
+	for _, want := range []string{"permission denied", schema, "runs_schema", "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error must say %q: %v", want, err)
 		}
+	}
+	if !claim.IsPermanent(err) {
+		t.Errorf("a missing privilege is a refusal no retry changes (claim.IsPermanent): %v", err)
 	}
 
 	// Read only: the backend starts (it can see the schema version) but a
@@ -72,9 +75,12 @@ func TestMissingPrivilege(t *testing.T) {
 		t.Fatal("a claim by a role that may not write must fail")
 	}
 	t.Logf("claim: %v", err)
-	for _, want := range []string{"claim j@", "permission denied"} {
+	for _, want := range []string{"claim j@", "permission denied", "fix: as the tables' owner: GRANT"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error must say %q: %v", want, err)
 		}
+	}
+	if !claim.IsPermanent(err) {
+		t.Errorf("a missing privilege is a refusal no retry changes (claim.IsPermanent): %v", err)
 	}
 }

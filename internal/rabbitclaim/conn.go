@@ -163,7 +163,7 @@ func (b *Backend) dial(ctx context.Context, strict bool) (*session, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("connect to %s: %w", b.where, context.Cause(ctx))
 		}
-		return nil, fmt.Errorf("connect to %s: %w", b.where, b.scrub(err))
+		return nil, refusal(fmt.Errorf("connect to %s: %w", b.where, b.scrub(err)), err)
 	}
 	s := &session{conn: conn, raw: raw, closed: conn.NotifyClose(make(chan *amqp.Error, 1))}
 	// The broker says connection.blocked right after the handshake when an
@@ -437,7 +437,7 @@ func (b *Backend) declareHistoryOn(s *session) error {
 		if conflict {
 			return fmt.Errorf("declare history stream: %w", conflictError(b.history, err))
 		}
-		return fmt.Errorf("declare history stream %q: %w", b.history, b.scrub(err))
+		return refusal(fmt.Errorf("declare history stream %q: %w", b.history, b.scrub(err)), err)
 	}
 	// The 406 names the first argument that differs, and RabbitMQ checks
 	// x-max-length-bytes before x-queue-type: find out whether the queue is
@@ -447,8 +447,8 @@ func (b *Backend) declareHistoryOn(s *session) error {
 	case err != nil:
 		return fmt.Errorf("declare history stream %q: %w", b.history, b.scrub(err))
 	case !stream:
-		return fmt.Errorf("declare history stream: %w", &queueConflict{msg: fmt.Sprintf(
-			"queue %q exists and is not a stream (x-queue-type): delete it or use another namespace", b.history)})
+		return fmt.Errorf("declare history stream: %w", conflictRefusal(&queueConflict{msg: fmt.Sprintf(
+			"queue %q exists and is not a stream (x-queue-type): delete it or use another namespace", b.history)}))
 	}
 	b.log.Warn("the history stream exists with other retention arguments; keeping them (delete the stream, or set them with a policy, to apply the configured ones)",
 		zap.String("queue", b.history), zap.String("argument", arg), zap.String("detail", detail))

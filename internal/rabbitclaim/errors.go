@@ -29,7 +29,8 @@ func inequivalentArg(err error) (arg, detail string, ok bool) {
 }
 
 // conflictError is the error of a 406 on the declare of queue: it names the
-// queue and the differing argument, and is ErrQueueConflict.
+// queue and the differing argument, and is ErrQueueConflict and a
+// claim.PermanentError.
 func conflictError(queue string, err error) error {
 	arg, detail, _ := inequivalentArg(err)
 	what := detail
@@ -40,7 +41,7 @@ func conflictError(queue string, err error) error {
 	if arg == "x-expires" {
 		msg += " (is backend.rabbitmq.slotTtlMs the same on every instance?)"
 	}
-	return &queueConflict{msg: msg}
+	return conflictRefusal(&queueConflict{msg: msg})
 }
 
 // queueConflict is a 406 on a declare; errors.Is(err, ErrQueueConflict).

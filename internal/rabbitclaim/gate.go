@@ -335,7 +335,7 @@ func (b *Backend) declareFailure(queue string, err error) error {
 	case errors.As(err, &ae) && ae.Server && ae.Code == amqp.NotFound:
 		return unavailable("declare queue %q: the broker has no live queue for its record (its node is down, or another declare is creating it): %v", queue, b.scrub(err))
 	case refused(err):
-		return fmt.Errorf("declare queue %q: %w", queue, b.scrub(err))
+		return refusal(fmt.Errorf("declare queue %q: %w", queue, b.scrub(err)), err)
 	}
 	return unavailable("declare queue %q: %v", queue, b.scrub(err))
 }

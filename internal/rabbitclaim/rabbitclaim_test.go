@@ -163,6 +163,27 @@ func TestConformance(t *testing.T) {
 		// Errors the backend documents as "not published": the daemon
 		// re-sends them with the same token. A healthy broker gives none.
 		Transient: rabbitclaim.IsTransient,
+		// The history stream's name taken by a classic queue.
+		Permanent: func(t *testing.T) (claim.Backend, error) {
+			n := newNS(t, u)
+			conn, err := amqp.Dial(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			ch, err := conn.Channel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ch.QueueDeclare(rabbitclaim.HistoryQueue(n.name), true, false, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			b, err := rabbitclaim.New(t.Context(), rabbitclaim.Options{URL: u, Namespace: n.name})
+			if err == nil {
+				t.Cleanup(func() { b.Close() })
+			}
+			return b, err
+		},
 	})
 }
 
@@ -389,8 +410,8 @@ func TestGateArgumentConflict(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
-	if !errors.Is(err, rabbitclaim.ErrQueueConflict) || rabbitclaim.IsTransient(err) {
-		t.Errorf("error %v: want ErrQueueConflict, not transient", err)
+	if !errors.Is(err, rabbitclaim.ErrQueueConflict) || rabbitclaim.IsTransient(err) || !claim.IsPermanent(err) {
+		t.Errorf("error %v: want ErrQueueConflict, permanent, not transient", err)
 	}
 	t.Logf("conflict error: %v", err)
 	// The 406 closed only that claim's channel: the Backend goes on.

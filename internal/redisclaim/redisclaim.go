@@ -224,8 +224,8 @@ func (l goRedisLog) Printf(_ context.Context, format string, v ...any) {
 // routeLogs is done once per process: go-redis has one global logger.
 var routeLogs sync.Once
 
-// connect returns the client of o (o.Client, or a new one from o.URL) and
-// checks that Redis answers. owned says whether the backend must close it.
+// connect returns the client of o (o.Client, or a new one from o.URL), its
+// refusals classified (refused.go), and checks that Redis answers. owned says whether the backend must close it.
 // Its errors name the URL with the password hidden and never contain a
 // password.
 func connect(ctx context.Context, o Options) (c redis.UniversalClient, owned bool, err error) {
@@ -249,6 +249,7 @@ func connect(ctx context.Context, o Options) (c redis.UniversalClient, owned boo
 		o.Log.Info("connecting to redis", zap.String("url", config.Redact(o.URL)),
 			zap.String("topology", string(cc.Topology)))
 	}
+	c.AddHook(refusals{ns: o.Namespace})
 	if err := c.Ping(ctx).Err(); err != nil {
 		if owned {
 			c.Close()
@@ -298,6 +299,15 @@ func (e *scrubbedError) Error() string { return e.msg }
 // Is lets errors.Is see through to the original (context.Canceled, ...)
 // without handing the original, and its message, to anyone.
 func (e *scrubbedError) Is(target error) bool { return errors.Is(e.err, target) }
+
+// As lets errors.As find a claim.PermanentError in the original, for its
+// classification; its message is this one's.
+func (e *scrubbedError) As(target any) bool {
+	if _, ok := target.(**claim.PermanentError); ok {
+		return errors.As(e.err, target)
+	}
+	return false
+}
 
 // scrub returns err with every secret (as written, and percent-encoded as a
 // URL would carry it) and every URL password in its message replaced by

@@ -167,7 +167,45 @@ func TestConformance(t *testing.T) {
 			return open(t, b.(*redisclaim.Backend).Namespace())
 		},
 		// No Transient: a claim race must never see an error.
+		// An ACL user whose keys are another namespace's.
+		Permanent: func(t *testing.T) (claim.Backend, error) {
+			ns := newNamespace(t)
+			u := aclUser(t, "~other-"+ns+":*", "&*", "+@all")
+			b, err := redisclaim.New(t.Context(), redisclaim.Options{URL: u, Namespace: ns})
+			if err == nil {
+				t.Cleanup(func() { b.Close() })
+			}
+			return b, err
+		},
 	})
+}
+
+// aclUser creates an ACL user with rules, deleted when t ends, and returns
+// the test server's URL with its name and password.
+func aclUser(t *testing.T, rules ...string) string {
+	t.Helper()
+	c := rawClient(t)
+	tok := string(claim.NewToken())
+	user, pass := "anarchon-acl-"+tok[:12], tok[12:]
+	args := append([]any{"ACL", "SETUSER", user, "on", ">" + pass}, anySlice(rules)...)
+	if err := c.Do(t.Context(), args...).Err(); err != nil {
+		t.Fatalf("create the ACL user: %v", err)
+	}
+	t.Cleanup(func() { c.Do(context.Background(), "ACL", "DELUSER", user) })
+	u, err := url.Parse(requireRedis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(user, pass)
+	return u.String()
+}
+
+func anySlice(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
 }
 
 // raceNamespaceEnv names the namespace of the process race in the children;

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/redisclaim"
 )
 
@@ -47,6 +48,9 @@ func TestServerWithoutScripting(t *testing.T) {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("the error must say %q: %v", want, err)
 				}
+			}
+			if !claim.IsPermanent(err) {
+				t.Errorf("a refusal no retry changes (claim.IsPermanent): %v", err)
 			}
 			if strings.Contains(err.Error(), pass) {
 				t.Errorf("the error shows the password: %v", err)

@@ -116,6 +116,13 @@ func (h *heartbeat) run(ctx context.Context, anchor time.Time) {
 		now := h.clk.Now()
 		if downSince.IsZero() {
 			downSince = now
+			if claim.IsPermanent(err) {
+				// Renewed again all the same: the lease ends with the
+				// last renewal, and the guard stops the command then.
+				h.log.Error("store refused the lease renewal", zap.Error(err),
+					zap.Duration("lease_left", leaseEnd.Sub(now)))
+				return
+			}
 			h.log.Warn("store unreachable: lease renewal failed; retrying", zap.Error(err),
 				zap.Duration("lease_left", leaseEnd.Sub(now)))
 		}

@@ -613,7 +613,7 @@ func (r *Runner) record(ctx context.Context, clk clock.Clock, log *zap.Logger, f
 }
 
 // retry calls op until it succeeds or fails for good (claim.ErrFenced,
-// claim.ErrNotFound), retrying other errors with backoff on clk for window,
+// claim.ErrNotFound, a claim.PermanentError), retrying other errors with backoff on clk for window,
 // or until giveUp is closed. onFirstFailure is called once, at the first
 // retried error. The calls run under ctx without its cancellation: retry is
 // used after the daemon's hard stop too. Between calls it never waits

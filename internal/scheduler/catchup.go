@@ -22,6 +22,10 @@ const (
 	// claim given up after maxLate, or a start's catch-up given up while
 	// the store could not be read.
 	ReasonStoreUnreachable = "store_unreachable"
+	// ReasonStoreRefused: the store refused the claim for good (a
+	// claim.PermanentError: a missing privilege, a wrong password, a queue
+	// declared with other arguments); it is not re-sent.
+	ReasonStoreRefused = "store_refused"
 )
 
 // countMissed counts n slots of job not run, for reason.

@@ -140,6 +140,9 @@ func (s *Scheduler) recordNote(ctx context.Context, n claim.Note) bool {
 		_, err := s.notes.rec.Record(ctx, n)
 		return err
 	})
+	if claim.IsPermanent(err) {
+		s.health.failed("note", err) // Do does not retry it
+	}
 	return err == nil
 }
 

@@ -42,7 +42,8 @@ type Hooks struct {
 	StoreError func(op string, err error)
 	StoreOK    func(op string)
 	// Missed is called when n slots of job were not run, with the reason
-	// (ReasonLate, ReasonCatchUp, ReasonStoreUnreachable).
+	// (ReasonLate, ReasonCatchUp, ReasonStoreUnreachable,
+	// ReasonStoreRefused).
 	Missed func(job, reason string, n int)
 	// Finished is called with the report of every execution.
 	Finished func(job string, slot time.Time, rep runner.Report)
@@ -553,7 +554,8 @@ func (s *Scheduler) claimFirst(ctx context.Context, job config.Job, slot, hold t
 
 // claimRetrying sends one claim and re-sends it with the same token after a
 // transport error, with backoff, until it is answered, ctx is done, or (for
-// a first claim) the slot is late. A backup's takeover claim is re-sent
+// a first claim) the slot is late. A refusal (claim.PermanentError) is not
+// re-sent: the slot is missed, store_refused. A backup's takeover claim is re-sent
 // too, never replaced by a fresh one: its first copy may have won the run
 // with the answer lost (a connection whose replies are dropped), and only
 // its own token learns that and runs it; a fresh token would find the run
@@ -612,6 +614,13 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 		}
 		sent = true
 		s.health.failed("claim", err)
+		if claim.IsPermanent(err) {
+			// An answer: the store refused it, and would refuse it
+			// again. health logged the cause and the fix.
+			s.countMissed(job.Name, ReasonStoreRefused, 1)
+			s.note(job.Name, slot, claim.StatusMissed, ReasonStoreRefused)
+			return answered{}, false
+		}
 		if first && s.o.Clock.Now().Sub(slot) > s.resendFor(job) {
 			log.Warn("claim abandoned: no answer from the store within maxLate of the slot (a lease more on a lease store)", zap.Error(err))
 			s.countMissed(job.Name, ReasonStoreUnreachable, 1)
@@ -829,7 +838,9 @@ func (s *Scheduler) pruneLoop(ctx context.Context, p claim.Pruner) {
 // health logs a store outage once when it starts and once when it ends,
 // not on every retry. An outage ends when the store answers and nothing has
 // failed for healthSettle: a lossy store whose fresh connections succeed
-// while stuck ones fail is one outage, not many.
+// while stuck ones fail is one outage, not many. A refusal
+// (claim.PermanentError) is no outage: it is logged as an error once per
+// cause, with its fix, however many slots it refuses.
 type health struct {
 	log      *zap.Logger
 	clock    clock.Clock
@@ -838,6 +849,7 @@ type health struct {
 	down     bool
 	since    time.Time // when the outage began
 	lastFail time.Time
+	refused  map[string]bool // the refusals logged, by cause and fix
 }
 
 // healthSettle is how long the store must answer without a failure before
@@ -850,11 +862,31 @@ func (h *health) failed(op string, err error) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if p, ok := claim.AsPermanent(err); ok {
+		h.refusedOnce(op, p, err)
+		return
+	}
 	h.lastFail = h.clock.Now()
 	if !h.down {
 		h.down, h.since = true, h.lastFail
 		h.log.Warn("store unreachable; retrying", zap.String("op", op), zap.Error(err))
 	}
+}
+
+// refusedOnce logs the refusal err (p) once per cause and fix; h.mu is
+// held.
+func (h *health) refusedOnce(op string, p *claim.PermanentError, err error) {
+	key := p.Store + "\x00" + p.Cause + "\x00" + p.Fix
+	if h.refused[key] {
+		return
+	}
+	if h.refused == nil {
+		h.refused = map[string]bool{}
+	}
+	h.refused[key] = true
+	h.log.Error("store refused; not retried: the slots it refuses are missed until this is fixed",
+		zap.String("op", op), zap.String("store", p.Store), zap.String("cause", p.Cause),
+		zap.String("fix", p.Fix), zap.Error(err))
 }
 
 func (h *health) ok(op string) {

@@ -32,6 +32,9 @@
 // one by one, in order, and batches racing on the same runs. A
 // claim.Preparer runs the races and the re-sent claim on prepared runs.
 //
+// With Harness.Permanent, a store's refusal that no re-send changes must
+// be a claim.PermanentError, from the open or from the first claim.
+//
 // ProcessRace and HelperProcess race claimers in separate OS processes on
 // one store, for stores that several processes share (SQLite's file).
 package claimtest
@@ -88,6 +91,15 @@ type Harness struct {
 	ClockSkew time.Duration
 	// ExpiryWait bounds the wait for a lease to expire (default 30s).
 	ExpiryWait time.Duration
+
+	// Permanent, if set, provokes one refusal of the store that no
+	// re-send changes (a role without privileges, an ACL user without
+	// access to the keys, a stream or queue that exists with other
+	// settings) on a store of its own, closed by t.Cleanup. It returns
+	// the error of opening the backend, or the opened backend, whose
+	// first claim the store then refuses. The case checks that the error
+	// is a claim.PermanentError (docs/write-a-backend.md#classify).
+	Permanent func(t *testing.T) (claim.Backend, error)
 
 	// Skip names cases (as in "Lease/Takeover") to skip, each with the
 	// reason the backend documents.
@@ -193,6 +205,11 @@ func Exercise(t *testing.T, h Harness) {
 			if pruner {
 				s.run(t, "Prune", s.testPruneNotes)
 			}
+		})
+	}
+	if h.Permanent != nil {
+		t.Run("Refused", func(t *testing.T) {
+			s.run(t, "IsPermanent", s.testRefusedIsPermanent)
 		})
 	}
 	if pruner {
