@@ -92,8 +92,11 @@ func TestRunWarnsOfHostProblems(t *testing.T) {
 	if code != 1 {
 		t.Errorf("exit %d, want 1 (the store)", code)
 	}
+	// run logs the crontab's warnings (here as JSON: stderr is no
+	// terminal) and goes on to open the store.
 	for _, want := range []string{
-		`warning: c.yaml:8: job "a": jobs[0].user: unknown user "anarchon-no-such-user" on this host`,
+		`"msg":"crontab warning"`,
+		`c.yaml:8: job \"a\": jobs[0].user: unknown user \"anarchon-no-such-user\" on this host`,
 		`anarchond: open sqlite backend:`,
 	} {
 		if !strings.Contains(stderr, want) {
