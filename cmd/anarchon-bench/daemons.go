@@ -333,7 +333,7 @@ func (d *benchDaemon) logTail() string {
 func (d *benchDaemon) failed(what string) error {
 	select {
 	case <-d.exited:
-		return fmt.Errorf("%s: %s: exited (%v); its log ends: %s", d.name, what, d.waitErr, d.logTail())
+		return fmt.Errorf("%s: %s: exited (%v); its log ends: %s", d.name, what, d.waitErr, d.logTail()) //nolint:errorlint // waitErr is nil after a clean exit
 	default:
 		return fmt.Errorf("%s: %s; its log ends: %s", d.name, what, d.logTail())
 	}
@@ -347,7 +347,7 @@ func (d *benchDaemon) waitReady(ctx context.Context) error {
 	for {
 		resp, err := c.Get("http://" + d.addr + "/readyz")
 		if err == nil {
-			io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, resp.Body) // drained so that the connection is reused
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
@@ -558,7 +558,7 @@ func metricSum(text, name string, labels ...string) (sum float64, ok bool) {
 		if !found || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
 			continue // another metric, e.g. name_bucket
 		}
-		series, value := rest, ""
+		var series, value string
 		if j := strings.LastIndexByte(rest, '}'); rest[0] == '{' && j >= 0 {
 			series, value = rest[:j+1], rest[j+1:]
 		} else {
@@ -724,7 +724,7 @@ func dsnWithDatabase(dsn, db string) (string, error) {
 // The counter is INFO commandstats' total of calls: server-wide, so every
 // other client's commands are in it (and one INFO per reading, which the
 // measurement subtracts).
-func redisDaemonStore(ctx context.Context, st *daemonStore, strat string) (*daemonStore, error) {
+func redisDaemonStore(ctx context.Context, st *daemonStore, strategy string) (*daemonStore, error) {
 	opt, err := redis.ParseURL(*redisURL)
 	if err != nil {
 		return nil, fmt.Errorf("redis URL (one server): %w", err)
@@ -734,7 +734,7 @@ func redisDaemonStore(ctx context.Context, st *daemonStore, strat string) (*daem
 		c.Close()
 		return nil, unreachable{err}
 	}
-	st.backend = map[string]any{"type": "redis", "redis": map[string]any{"url": *redisURL, "strategy": strat}}
+	st.backend = map[string]any{"type": "redis", "redis": map[string]any{"url": *redisURL, "strategy": strategy}}
 	st.countOps = func(ctx context.Context) (int64, error) {
 		s, err := c.Info(ctx, "commandstats").Result()
 		if err != nil {

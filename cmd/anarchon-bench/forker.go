@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -57,9 +58,9 @@ slots:
 		slot := s.UTC().Format(time.RFC3339)
 		for _, job := range jobs {
 			cmd := exec.Command(argv[0], argv[1:]...)
-			cmd.Env = append(env[:len(env):len(env)],
-				"ANARCHON_JOB="+job, "ANARCHON_SLOT="+slot, "ANARCHON_SLOT_MS="+slotMs,
-				"ANARCHON_ATTEMPT=1", "ANARCHON_TOKEN=forker-"+slotMs, "ANARCHON_INSTANCE="+forkerInstance)
+			cmd.Env = slices.Concat(env, []string{
+				"ANARCHON_JOB=" + job, "ANARCHON_SLOT=" + slot, "ANARCHON_SLOT_MS=" + slotMs,
+				"ANARCHON_ATTEMPT=1", "ANARCHON_TOKEN=forker-" + slotMs, "ANARCHON_INSTANCE=" + forkerInstance})
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = devNull, devNull, devNull
 			if err := cmd.Start(); err != nil {
 				errs = append(errs, fmt.Errorf("forker: start %s@%s: %w", job, slotMs, err))

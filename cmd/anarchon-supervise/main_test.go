@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"slices"
@@ -24,7 +25,8 @@ func TestImportsOnlyTheStandardLibrary(t *testing.T) {
 		out, err := cmd.Output()
 		if err != nil {
 			var stderr string
-			if ee, ok := err.(*exec.ExitError); ok {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
 				stderr = string(ee.Stderr)
 			}
 			t.Fatalf("GOOS=%s go list -deps: %v\n%s", goos, err, stderr)

@@ -141,7 +141,7 @@ type Fence struct {
 
 func (f Fence) String() string { return fmt.Sprintf("%s@%d#%d", f.Job, f.Slot, f.Attempt) }
 
-// Outcome of an execution, as recorded by Finish.
+// Finish is the outcome of an execution, as recorded by Backend.Finish.
 type Finish struct {
 	// Status is succeeded, failed or timeout; or interrupted when a
 	// claim-only backend's run was stopped by the daemon's shutdown (no

@@ -77,7 +77,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != errPrinted {
+		if !errors.Is(ee.err, errPrinted) {
 			fmt.Fprintf(env.Stderr, "anarchond: %v\n", ee.err)
 		}
 		return ee.code

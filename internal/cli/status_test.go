@@ -145,7 +145,7 @@ func TestStatusShowsNotesWhenAsked(t *testing.T) {
 		strings.Contains(out, "missed") || strings.Contains(out, "running") {
 		t.Errorf("status --outcome skipped: exit %d, want the skipped slot only, with its reason and holder:\n%s", code, out)
 	}
-	for _, args := range [][]string{{"--outcome", "skiped"}, {"--all", "--outcome", "missed"}} {
+	for _, args := range [][]string{{"--outcome", "skiped"}, {"--all", "--outcome", "missed"}} { //nolint:misspell // an unknown outcome on purpose
 		code, _, stderr := run(t, dir, append([]string{"status", "--config", "c.yaml"}, args...)...)
 		if code != 2 || !strings.Contains(stderr, "--outcome") {
 			t.Errorf("status %v: exit %d, want 2 with a message naming --outcome: %s", args, code, stderr)

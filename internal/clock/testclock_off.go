@@ -7,5 +7,5 @@ package clock
 // testclock.go.
 func FromEnv(base Clock) Clock { return base }
 
-// TestClockEnabled: a release binary does not read TestClockEnv.
+// TestClockEnabled is false: a release binary does not read TestClockEnv.
 const TestClockEnabled = false

@@ -2,6 +2,7 @@ package faultproxy
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -88,7 +89,8 @@ func TestBlackholeDeliversButDropsReplies(t *testing.T) {
 	<-got
 	p.SetMode(Blackhole)
 	_, err := roundTrip(c, r, "lost-reply", 300*time.Millisecond)
-	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("read during blackhole: %v, want a timeout", err)
 	}
 	select {

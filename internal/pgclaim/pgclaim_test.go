@@ -399,7 +399,7 @@ func TestScrub(t *testing.T) {
 		}
 	}
 	plain := fmt.Errorf("claim j@1: %w", context.Canceled)
-	if got := s.wrap(plain); got != plain {
+	if got := s.wrap(plain); got != plain { //nolint:errorlint // the same error, not one that wraps it
 		t.Errorf("an error without a password must come back unchanged, got %v", got)
 	}
 	if s.wrap(nil) != nil {

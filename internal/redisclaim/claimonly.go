@@ -383,8 +383,7 @@ func CheckStrategy(ctx context.Context, o Options) (string, error) {
 	}
 	defer c.Close()
 	if strategy == "" || strategy == StrategyLease {
-		switch v, major, _, ok := serverVersion(ctx, c); {
-		case ok && major < 7:
+		if v, major, _, ok := serverVersion(ctx, c); ok && major < 7 {
 			return "", fmt.Errorf("redis lease strategy: needs Redis 7.0 or later (EVALSHA_RO), the server is %s", v)
 		}
 		return StrategyLease, nil

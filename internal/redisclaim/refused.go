@@ -23,7 +23,7 @@ func (r refusals) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (r refusals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if p := r.classify(err); p != err {
+		if p := r.classify(err); p != err { //nolint:errorlint // identity: did classify replace err?
 			cmd.SetErr(p)
 			return p
 		}
@@ -36,7 +36,7 @@ func (r refusals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 		err := next(ctx, cmds)
 		for _, cmd := range cmds {
 			if e := cmd.Err(); e != nil {
-				if p := r.classify(e); p != e {
+				if p := r.classify(e); p != e { //nolint:errorlint // identity: did classify replace e?
 					cmd.SetErr(p)
 				}
 			}

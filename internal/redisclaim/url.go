@@ -97,7 +97,7 @@ func parseURL(raw, passwordFile string) (*clientConfig, error) {
 	}
 	sentinelUser := pop(q, optSentinelUsername)
 	sentinelPasswordFile := pop(q, optSentinelPasswordFile)
-	addrs := append(extra, q[optAddr]...)
+	addrs := slices.Concat(extra, q[optAddr])
 	master := q.Get(optMasterName)
 
 	if u.Scheme == "unix" {
@@ -138,7 +138,7 @@ func parseURL(raw, passwordFile string) (*clientConfig, error) {
 		cc.single = o
 	case Cluster:
 		if db, err := dbOf(u); err != nil || db != 0 {
-			return nil, errors.New("Redis Cluster has only database 0: leave the database out of a cluster URL")
+			return nil, errors.New("a Redis Cluster has only database 0: leave the database out of a cluster URL")
 		}
 		u.Path = ""
 		skipVerify, err := popBool(q, optSkipVerify)

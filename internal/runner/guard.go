@@ -80,7 +80,7 @@ func (g *Guard) spawn() error {
 		}
 	}
 	go g.watch(cmd, g.exited)
-	return nil
+	return nil //nolint:nilerr // a failed send means the guard died: watch starts another
 }
 
 // watch waits for a guard process to exit and, unless the Guard is closed,

@@ -3,6 +3,7 @@ package runner
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -50,13 +51,13 @@ func (o *output) read(f *os.File, stream string, level zapcore.Level) {
 			o.keep(line)
 			if ce := o.log.Check(level, string(bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r")))); ce != nil {
 				fields := []zap.Field{zap.String("stream", stream)}
-				if err == bufio.ErrBufferFull {
+				if errors.Is(err, bufio.ErrBufferFull) {
 					fields = append(fields, zap.Bool("partial", true))
 				}
 				ce.Write(fields...)
 			}
 		}
-		if err != nil && err != bufio.ErrBufferFull {
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			return
 		}
 	}

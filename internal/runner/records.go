@@ -159,7 +159,7 @@ func (rs *Records) reapOne(path string) (int, error) {
 	var a attemptRecord
 	if err := json.Unmarshal(b, &a); err != nil || a.Pgid <= 1 {
 		os.Remove(path)
-		return 0, fmt.Errorf("unreadable record, removed: %v", err)
+		return 0, fmt.Errorf("unreadable record, removed: %v", err) //nolint:errorlint // err is nil when only the pgid is bad
 	}
 	if a.Boot != rs.boot {
 		os.Remove(path) // from before a reboot: its processes are gone

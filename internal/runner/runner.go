@@ -87,8 +87,6 @@ import (
 	"github.com/anarchon/anarchon/internal/config"
 )
 
-// Runner runs won attempts. One Runner serves every job of a daemon; Run is
-// safe for concurrent use.
 // Hooks observe a runner.
 type Hooks struct {
 	// Started is called when the command has been forked.
@@ -101,6 +99,8 @@ type Hooks struct {
 	StoreError func(op string, err error)
 }
 
+// Runner runs won attempts. One Runner serves every job of a daemon; Run is
+// safe for concurrent use.
 type Runner struct {
 	// Backend records results (Finish). When it is also a claim.Leaser the
 	// runner heartbeats the lease, fences itself, and releases on a hard stop.

@@ -108,7 +108,7 @@ func parse(expr string, loc *time.Location) (Schedule, error) {
 		if strings.HasPrefix(words[0], "@") {
 			return nil, fmt.Errorf("unknown macro %s", words[0])
 		}
-		return nil, fmt.Errorf("gronx cannot split it: %v", err)
+		return nil, fmt.Errorf("gronx cannot split it: %w", err)
 	}
 	if len(segs) == 7 {
 		if len(words) == 6 {

@@ -58,8 +58,6 @@ func missedLines(logs *observer.ObservedLogs, job string) []observer.LoggedEntry
 	return out
 }
 
-func slotTimeOf(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-
 // The cluster last ran slot -10; every instance was down until t0 (+0.1 s).
 // With maxLate 5 s, slots -9..-5 are late and -4..0 within maxLate: the
 // policy decides which of those run; each slot not run is counted once,
@@ -315,7 +313,7 @@ func entryOf(t *testing.T, j config.Job) *entry {
 // the bound on the slots walked one by one.
 func TestPlanStart(t *testing.T) {
 	start := t0 // +0.1 s
-	sec := func(n int) time.Time { return slotTime(n) }
+	sec := slotTime
 	run := func(at time.Time) *claim.Run { return &claim.Run{Slot: at.UnixMilli()} }
 	every := job("tick", "* * * * * *")
 	every.MaxLate, every.CatchUp = 10*time.Second, config.CatchUpLatest

@@ -21,9 +21,9 @@ import (
 // Every instance that saw the outcome records it; the store keeps the
 // first note, and a run's own record wins over any.
 
-// ReasonAllDown: the slot came due while no instance claimed it (every
-// instance down, or none could reach the store) and was older than
-// maxLate at the next start.
+// ReasonAllDown is the note of a slot that came due while no instance
+// claimed it (every instance down, or none could reach the store) and was
+// older than maxLate at the next start.
 const ReasonAllDown = "all_down"
 
 // Reasons of the notes that are not a missed slot's.

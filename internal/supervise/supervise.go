@@ -45,7 +45,7 @@ type Spec struct {
 	Groups []uint32 `json:"groups,omitempty"`
 }
 
-// GuardFlag, as the only argument, makes Main the daemon's job guard.
+// GuardFlag is the argument that, alone, makes Main the daemon's job guard.
 const GuardFlag = "--guard"
 
 // Exit codes of the supervisor besides the job's own (those of the shell).

@@ -47,7 +47,7 @@ func (s Server) Answering(addr string) error {
 	}
 	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	if err != nil {
-		return fmt.Errorf("%s is not answering at %s (%v); start it with:\n    %s", s.Title, addr, err, s.Start)
+		return fmt.Errorf("%s is not answering at %s (%w); start it with:\n    %s", s.Title, addr, err, s.Start)
 	}
 	return conn.Close()
 }

@@ -49,10 +49,10 @@ func (l *faultLog) add(kind check.FaultKind, inst int, skewMs int64, detail stri
 	if inst >= 0 {
 		who = instanceName(inst)
 	}
-	switch {
-	case kind == check.FaultSkew:
+	switch kind {
+	case check.FaultSkew:
 		detail = fmt.Sprintf("%+d ms", skewMs)
-	case kind == check.FaultQuiesce, kind == check.FaultOverload, kind == check.FaultOverloadEnd:
+	case check.FaultQuiesce, check.FaultOverload, check.FaultOverloadEnd:
 		who = "all"
 	}
 	progress(l.backend, "+%5.1fs %-13s %-8s %s", now.Sub(l.t0).Seconds(), kind, who, detail)

@@ -85,7 +85,7 @@ func (in *instance) start() error {
 	p := &process{cmd: cmd, done: make(chan struct{}), logStart: fi.Size()}
 	in.proc, in.state = p, instUp
 	go func() {
-		cmd.Wait()
+		_ = cmd.Wait() // its exit is judged by p.expected, its status read from cmd.ProcessState
 		close(p.done)
 		if !p.expected.Load() {
 			select {
@@ -171,7 +171,7 @@ func (in *instance) terminate(grace time.Duration) error {
 	default:
 	}
 	if in.state == instStopped {
-		in.resume()
+		_ = in.resume() // if it stays stopped, the SIGKILL after grace ends it
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return fmt.Errorf("%s: SIGTERM: %w", in.name, err)

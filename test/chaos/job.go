@@ -128,7 +128,7 @@ func fenced(path string, update func(int) int) (int, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		return 0, fmt.Errorf("fence register %s: flock: %w", path, err)
 	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	// The deferred f.Close releases the lock.
 	b, err := io.ReadAll(f)
 	if err != nil {
 		return 0, fmt.Errorf("fence register %s: %w", path, err)

@@ -103,7 +103,7 @@ func runBackend(ctx context.Context, rc runConfig) (res runResult, err error) {
 	defer func() {
 		for _, in := range insts {
 			if in.proc != nil && in.state != instKilled {
-				in.kill()
+				_ = in.kill() // best effort on the way out
 			}
 		}
 	}()
@@ -230,15 +230,15 @@ func writeStatus(ctx context.Context, rc runConfig, st *store, in *instance) err
 	if err != nil {
 		return err
 	}
-	defer out.Close()
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, rc.bins.anarchond, "status", "--json", "--limit", "100000", "--config", in.cfgPath)
 	cmd.Env = append(daemonEnv(), st.directEnv()...)
 	cmd.Stdout, cmd.Stderr = out, &stderr
 	if err := cmd.Run(); err != nil {
+		out.Close()
 		return fmt.Errorf("anarchond status: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	return nil
+	return out.Close()
 }
 
 // daemonEnv is the harness's environment without ANARCHON_* variables,

@@ -114,7 +114,7 @@ func (s *server) start(ctx context.Context) error {
 		return fmt.Errorf("%s: %w", s.title, err)
 	}
 	s.cmd, s.done = cmd, make(chan struct{})
-	go func(done chan struct{}) { cmd.Wait(); close(done) }(s.done)
+	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(s.done)
 	err = await(ctx, storeTimeout, func(ctx context.Context) error {
 		select {
 		case <-s.done:
@@ -124,7 +124,7 @@ func (s *server) start(ctx context.Context) error {
 		return s.ready(ctx)
 	})
 	if err != nil {
-		s.stop()
+		_ = s.stop() // the error that matters is that it did not answer
 		return fmt.Errorf("%s does not answer: %w", s.title, err)
 	}
 	return nil

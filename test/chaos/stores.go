@@ -177,7 +177,7 @@ func (s *store) restart(ctx context.Context, down, up func()) error {
 	case s.kind == "postgres":
 		versions, err := os.ReadDir("/etc/postgresql")
 		if err != nil || len(versions) == 0 {
-			return fmt.Errorf("postgres restart: no cluster under /etc/postgresql: %v", err)
+			return fmt.Errorf("postgres restart: no cluster under /etc/postgresql: %v", err) //nolint:errorlint // err is nil when the directory is empty
 		}
 		down()
 		cmd := exec.CommandContext(ctx, "pg_ctlcluster", "--skip-systemctl-redirect", versions[0].Name(), "main", "restart", "-m", "fast")
@@ -253,7 +253,8 @@ func await(ctx context.Context, d time.Duration, try func(context.Context) error
 		if err == nil {
 			return nil
 		}
-		if p, ok := err.(permanent); ok {
+		var p permanent
+		if errors.As(err, &p) {
 			return p.error
 		}
 		select {

@@ -105,7 +105,7 @@ func run(t *testing.T, timeout time.Duration, dir string, env []string, name str
 	start := time.Now()
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		err = fmt.Errorf("%w (after %v: %v)", err, timeout, ctx.Err())
+		err = fmt.Errorf("%w (after %v: %w)", err, timeout, ctx.Err())
 	}
 	t.Logf("$ %s %s (%v, err %v)\n%s", name, strings.Join(args, " "), time.Since(start).Round(time.Millisecond), err, out.String())
 	return out.String(), err

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// KindLeaseStart: an attempt's job started after the end of the lease the
-// store granted it.
+// KindLeaseStart is the violation of an attempt whose job started after
+// the end of the lease the store granted it.
 const KindLeaseStart = "start-after-lease"
 
 // ExecMarginMs is how long after its lease's end an attempt's start may be

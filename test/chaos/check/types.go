@@ -59,6 +59,7 @@ type JobInfo struct {
 // FaultKind names what the harness did.
 type FaultKind string
 
+// The faults, each with what the harness did.
 const (
 	FaultKill         FaultKind = "kill"          // SIGKILL of instance Instance
 	FaultStart        FaultKind = "start"         // instance Instance (re)started
@@ -74,9 +75,9 @@ const (
 	FaultDriftOn      FaultKind = "drift"         // informational: which instance drifts (at start)
 	FaultQuiesce      FaultKind = "quiesce"       // faults end; everything healed and running (Instance -1)
 	FaultStopInstance FaultKind = "stop-instance" // SIGTERM at the end of the run
-	// FaultOverload: busy-loop processes beside the daemons starve them of
-	// CPU while a burst of runs falls due (Instance -1; Detail says how
-	// many loops for how long). FaultOverloadEnd: the loops are killed.
+	// FaultOverload is busy-loop processes beside the daemons that starve
+	// them of CPU while a burst of runs falls due (Instance -1; Detail says
+	// how many loops for how long). FaultOverloadEnd: the loops are killed.
 	FaultOverload    FaultKind = "overload"
 	FaultOverloadEnd FaultKind = "overload-end"
 )
