@@ -57,7 +57,12 @@ type store struct {
 // one answers, and creates the run's namespace where the store needs one.
 func openStore(ctx context.Context, name, dir string, private bool) (*store, error) {
 	id := testserver.RandomID()
-	s := &store{name: name, dir: dir, ns: "chaos-" + id}
+	// Absolute: the crontab's relative paths are the crontab's directory's.
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("run directory %s: %w", dir, err)
+	}
+	s := &store{name: name, dir: abs, ns: "chaos-" + id}
 	switch {
 	case name == "sqlite":
 		s.kind, s.lease = "sqlite", true
