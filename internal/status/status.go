@@ -175,7 +175,3 @@ func (f Filter) Keep(runs []claim.Run) []claim.Run {
 	}
 	return slices.DeleteFunc(runs, func(r claim.Run) bool { return !slices.Contains(f.Outcomes, r.Status) })
 }
-
-// Sanitize neutralises what could drive a terminal, keeping line feeds and
-// tabs; it is sanitize.Text (see there for what is escaped and how).
-func Sanitize(s string) string { return sanitize.Text(s) }

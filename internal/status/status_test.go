@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/sanitize"
 )
 
-// Sanitize keeps its callers' behaviour: sanitize.Text, lines kept.
+// The output tail is escaped as sanitize.Text does: lines kept.
 func TestSanitize(t *testing.T) {
-	if got, want := Sanitize("ok\x1b[2J\n\tfile\u202egnp.exe"), `ok\x1b[2J`+"\n\t"+`file\u202egnp.exe`; got != want {
-		t.Errorf("Sanitize = %q, want %q", got, want)
+	if got, want := sanitize.Text("ok\x1b[2J\n\tfile\u202egnp.exe"), `ok\x1b[2J`+"\n\t"+`file\u202egnp.exe`; got != want {
+		t.Errorf("sanitize.Text = %q, want %q", got, want)
 	}
 }
 
