@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/pgclaim"
 )
 
 func TestParseVmRSS(t *testing.T) {
@@ -205,8 +206,8 @@ func TestCrontabLoads(t *testing.T) {
 			continue
 		}
 		if pg, ok := st.backend["postgres"].(map[string]any); ok {
-			if want, _ := pg["synchronousCommit"].(string); cfg.Backend.Postgres.SynchronousCommit != want {
-				t.Errorf("postgres synchronousCommit %q, want %q", cfg.Backend.Postgres.SynchronousCommit, want)
+			if want, _ := pg["synchronousCommit"].(string); cfg.Backend.Store.(pgclaim.Settings).SynchronousCommit != want {
+				t.Errorf("postgres synchronousCommit %q, want %q", cfg.Backend.Store.(pgclaim.Settings).SynchronousCommit, want)
 			}
 		}
 		j := cfg.Jobs[len(cfg.Jobs)-1]

@@ -33,7 +33,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/secret"
 )
 
 // lagResult is one backend at one load.
@@ -428,7 +428,7 @@ func quantileOf(d []time.Duration, p float64) time.Duration {
 
 // oneLineErr is err on one line, passwords hidden.
 func oneLineErr(err error) string {
-	return strings.Join(strings.Fields(config.Redact(err.Error())), " ")
+	return strings.Join(strings.Fields(secret.Redact(err.Error())), " ")
 }
 
 // daemonLogLags reads the daemons' JSON logs: for each run of a slot in

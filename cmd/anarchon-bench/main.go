@@ -64,7 +64,7 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/internal/claim"
-	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/secret"
 )
 
 // racers is the number of claimers of the contended measurement.
@@ -509,4 +509,4 @@ func rowNames() []string {
 func suffix() string { return fmt.Sprintf("%08x", rand.Uint32()) }
 
 // redact hides passwords in s (URLs and key=value DSNs).
-func redact(s string) string { return config.Redact(s) }
+func redact(s string) string { return secret.Redact(s) }

@@ -1,14 +1,10 @@
 package claim
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/anarchon/anarchon/internal/clock"
 )
 
 func TestPermanentNamesStoreCauseAndFix(t *testing.T) {
@@ -33,16 +29,5 @@ func TestPermanentNamesStoreCauseAndFix(t *testing.T) {
 	}
 	if p, _ := AsPermanent(Permanent("nats", err, "other", "other")); p.Store != "redis" {
 		t.Errorf("a refusal wrapped again changed its cause: %+v", p)
-	}
-}
-
-// Retry.Do returns a refusal at once: no re-send changes it.
-func TestRetryStopsOnPermanent(t *testing.T) {
-	calls := 0
-	refusal := Permanent("postgres", errors.New("SQLSTATE 28P01"), "password authentication failed", "set the password")
-	n, err := Retry{Clock: clock.Real{}, PerCall: time.Second, Min: time.Hour, Max: time.Hour}.Do(context.Background(),
-		func(context.Context) error { calls++; return refusal })
-	if n != 1 || calls != 1 || !IsPermanent(err) {
-		t.Fatalf("Do made %d call(s) (%d), err %v: want one call and the refusal", n, calls, err)
 	}
 }

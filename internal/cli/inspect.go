@@ -14,10 +14,9 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
-	"github.com/anarchon/anarchon/internal/redisclaim"
 	"github.com/anarchon/anarchon/internal/schedule"
 	"github.com/anarchon/anarchon/internal/status"
-	"github.com/anarchon/anarchon/internal/storetls"
+	"github.com/anarchon/anarchon/internal/store"
 )
 
 func newValidateCmd(env Env) *cobra.Command {
@@ -42,55 +41,33 @@ func newValidateCmd(env Env) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(env.Stdout, "%s: ok: %d job(s), backend %s, instance %s\n",
-				cfg.File, len(cfg.Jobs), backendSummary(cfg), cfg.Instance)
+				cfg.File, len(cfg.Jobs), cfg.Backend.Describe(), cfg.Instance)
 			if offline {
 				return nil
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), 15*time.Second)
 			defer cancel()
-			if r := cfg.Backend.Redis; cfg.Backend.Type == "redis" {
-				tc, err := storetls.Config(r.TLS)
-				if err != nil {
-					return runtimeError(fmt.Errorf("%s: the store cannot be used: backend.redis.%w", cfg.File, err))
-				}
-				eff, err := redisclaim.CheckStrategy(ctx, redisclaim.Options{URL: r.URL, PasswordFile: r.PasswordFile, TLS: tc, Strategy: r.Strategy})
+			if d, ok := store.Lookup(cfg.Backend.Type); ok && d.Check != nil {
+				note, err := d.Check(ctx, cfg.Backend.Store)
 				if err != nil {
 					return runtimeError(fmt.Errorf("%s: the store cannot be used: %w", cfg.File, err))
 				}
-				if eff != r.Strategy {
-					fmt.Fprintf(env.Stdout, "%s: redis strategy %s: using %s on this server\n", cfg.File, r.Strategy, eff)
+				if note != "" {
+					fmt.Fprintf(env.Stdout, "%s: %s\n", cfg.File, note)
 				}
 			}
-			b, err := claim.Open(ctx, claim.OpenParams{Config: cfg, Log: zap.NewNop()})
+			b, err := cfg.OpenStore(ctx, zap.NewNop(), nil)
 			if err != nil {
 				return runtimeError(fmt.Errorf("%s: the store cannot be used: %w", cfg.File, err))
 			}
 			defer b.Close()
-			fmt.Fprintf(env.Stdout, "%s: store ok: %s\n", cfg.File, backendSummary(cfg))
+			fmt.Fprintf(env.Stdout, "%s: store ok: %s\n", cfg.File, cfg.Backend.Describe())
 			return nil
 		},
 	}
 	cf.register(c, env)
 	c.Flags().BoolVar(&offline, "offline", false, "check the file and this host; do not open the store")
 	return c
-}
-
-// backendSummary names the backend and where it is, secrets redacted.
-func backendSummary(cfg *config.Config) string {
-	b := cfg.Backend
-	switch b.Type {
-	case "sqlite":
-		return fmt.Sprintf("sqlite (%s)", b.SQLite.Path)
-	case "postgres":
-		return fmt.Sprintf("postgres (%s, table %s)", config.Redact(b.Postgres.DSN), b.Postgres.Table)
-	case "redis":
-		return fmt.Sprintf("redis %s (%s)", b.Redis.Strategy, config.Redact(b.Redis.URL))
-	case "rabbitmq":
-		return fmt.Sprintf("rabbitmq (%s)", config.Redact(b.RabbitMQ.URL))
-	case "nats":
-		return fmt.Sprintf("nats (%s, stream %s)", config.Redact(b.NATS.URL), b.NATS.Stream)
-	}
-	return b.Type
 }
 
 // nextSlot is one line of `next --json`.
@@ -231,7 +208,7 @@ func newStatusCmd(env Env) *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
 			defer cancel()
-			b, err := claim.Open(ctx, claim.OpenParams{Config: cfg, Log: zap.NewNop()})
+			b, err := cfg.OpenStore(ctx, zap.NewNop(), nil)
 			if err != nil {
 				return runtimeError(err)
 			}

@@ -20,7 +20,15 @@
 // replaces the process environment, for tests and embedding).
 package config
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/store"
+	"go.uber.org/zap"
+)
 
 // Config is a loaded, valid crontab with every default applied.
 type Config struct {
@@ -59,90 +67,34 @@ type Log struct {
 
 // Backend selects and configures the store.
 type Backend struct {
-	Type string // sqlite | postgres | redis | rabbitmq | nats
+	// Type is backend.type: the name a store registered under
+	// (store.Register).
+	Type string
 	// Retention is how long lease backends keep finished runs (by slot age)
 	// before pruning them; never below the largest job maxLate.
 	Retention time.Duration
-	SQLite    SQLite
-	Postgres  Postgres
-	Redis     Redis
-	RabbitMQ  RabbitMQ
-	NATS      NATS
+	// Store is backend.<Type>, as the store's driver parsed it.
+	Store store.Settings
+	// sections are every registered store's section, as parsed (each is
+	// checked whether selected or not), by store name.
+	sections map[string]store.Settings
 }
 
-// Leases reports whether b keeps a lease on every running run (sqlite,
-// postgres, redis strategy lease): a backup takes a run over when its
-// lease ends, and overlap: skip is decided against the live lease. The
-// other stores (claim-only) remember that a slot was claimed, not whether
-// its run is still running.
+// Leases reports whether the store keeps a lease on every running run
+// (store.Settings.Leases): a backup takes a run over when its lease ends,
+// and overlap: skip is decided against the live lease. The other stores
+// (claim-only) remember that a slot was claimed, not whether its run is
+// still running.
 func (b Backend) Leases() bool {
-	switch b.Type {
-	case "sqlite", "postgres":
-		return true
-	case "redis":
-		return b.Redis.Strategy == "lease"
+	return b.Store != nil && b.Store.Leases()
+}
+
+// Describe names the store and where it is, secrets hidden.
+func (b Backend) Describe() string {
+	if b.Store == nil {
+		return b.Type
 	}
-	return false
-}
-
-// SQLite is backend.sqlite.
-type SQLite struct {
-	Path        string
-	BusyTimeout time.Duration
-}
-
-// TLS is a store's TLS settings (backend.<type>.tls). Any of them set
-// turns TLS on for stores whose URL does not say so already.
-type TLS struct {
-	CAFile             string // PEM roots to verify the server with (default: the system's)
-	CertFile           string // client certificate (PEM), with KeyFile
-	KeyFile            string
-	ServerName         string // the name to verify instead of the URL's host
-	InsecureSkipVerify bool   // development only: no verification at all
-}
-
-// Enabled reports whether any setting is given.
-func (t TLS) Enabled() bool {
-	return t != TLS{}
-}
-
-// Postgres is backend.postgres.
-type Postgres struct {
-	DSN          string
-	Table        string
-	PasswordFile string
-	TLS          TLS
-	// SynchronousCommit is the synchronous_commit of the backend's
-	// sessions: on | off | local | remote_write | remote_apply; empty
-	// leaves the server's setting in effect.
-	SynchronousCommit string
-}
-
-// Redis is backend.redis.
-type Redis struct {
-	URL          string
-	Strategy     string // lease | stream-id | idmp | script | auto
-	PasswordFile string
-	DurationSec  int   // strategyOptions.durationSec (idmp)
-	WindowMs     int64 // strategyOptions.windowMs (script)
-	TLS          TLS
-}
-
-// RabbitMQ is backend.rabbitmq.
-type RabbitMQ struct {
-	URL          string
-	PasswordFile string // overrides the URL's password
-	SlotTTLMs    int64
-	TLS          TLS
-}
-
-// NATS is backend.nats.
-type NATS struct {
-	URL               string
-	PasswordFile      string // overrides the URL's password (or token)
-	Stream            string
-	DuplicateWindowMs int64
-	TLS               TLS
+	return b.Store.Describe()
 }
 
 // Job is one crontab entry with its defaults merged in.
@@ -188,3 +140,18 @@ const (
 	// CatchUpAll runs every missed slot still within maxLate.
 	CatchUpAll = "all"
 )
+
+// OpenStore opens the store the crontab selects (store.Open).
+func (c *Config) OpenStore(ctx context.Context, log *zap.Logger, clk clock.Clock) (claim.Backend, error) {
+	return store.Open(ctx, c.Backend.Type, store.OpenParams{
+		Settings: c.Backend.Store, Namespace: c.Namespace, Instance: c.Instance,
+		Retention: c.Backend.Retention, Log: log, Clock: clk,
+	})
+}
+
+// LocalStore reports whether the store is a file on this host
+// (store.Driver.Local).
+func (b Backend) LocalStore() bool {
+	d, ok := store.Lookup(b.Type)
+	return ok && d.Local
+}

@@ -7,6 +7,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/anarchon/anarchon/internal/natsclaim"
+	"github.com/anarchon/anarchon/internal/pgclaim"
+	"github.com/anarchon/anarchon/internal/rabbitclaim"
+	"github.com/anarchon/anarchon/internal/redisclaim"
+	"github.com/anarchon/anarchon/internal/sqliteclaim"
 )
 
 func TestBuiltinDefaults(t *testing.T) {
@@ -21,11 +27,7 @@ func TestBuiltinDefaults(t *testing.T) {
 		Backend: Backend{
 			Type:      "sqlite",
 			Retention: 168 * time.Hour,
-			SQLite:    SQLite{Path: "/var/lib/anarchon/anarchon.db", BusyTimeout: 5 * time.Second},
-			Postgres:  Postgres{Table: "anarchon_runs"},
-			Redis:     Redis{URL: "redis://127.0.0.1:6379/0", Strategy: "lease", DurationSec: 3600, WindowMs: 3600000},
-			RabbitMQ:  RabbitMQ{URL: "amqp://guest:guest@127.0.0.1:5672/", SlotTTLMs: 3600000},
-			NATS:      NATS{URL: "nats://127.0.0.1:4222", Stream: "ANARCHON", DuplicateWindowMs: 3600000},
+			Store:     sqliteclaim.Settings{Path: "/var/lib/anarchon/anarchon.db", BusyTimeout: 5 * time.Second},
 		},
 		Jobs: []Job{{
 			Name: "a", Schedule: "* * * * *", Command: "true",
@@ -35,6 +37,7 @@ func TestBuiltinDefaults(t *testing.T) {
 			Shell: "/bin/sh", OutputTailBytes: 4096, Line: 2, Index: 0,
 		}},
 	}
+	cfg.Backend.sections = nil // every store's section: checked by TestFullConfig
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", cfg, want)
 	}
@@ -89,11 +92,11 @@ jobs:
 	b := cfg.Backend
 	if cfg.Instance != "web1" || cfg.Namespace != "prod_cron-1" || cfg.ShutdownGrace != 0 ||
 		cfg.Log != (Log{"debug", "json"}) || b.Type != "postgres" || b.Retention != 720*time.Hour ||
-		b.SQLite != (SQLite{"./x.db", 0}) ||
-		b.Postgres != (Postgres{DSN: "host=db user=app dbname=cron", Table: "cron.runs", PasswordFile: "/etc/pg.pass", SynchronousCommit: "off"}) ||
-		b.Redis != (Redis{URL: "rediss://cache:6380/1", Strategy: "script", PasswordFile: "/etc/redis.pass", DurationSec: 600, WindowMs: 120000}) ||
-		b.RabbitMQ != (RabbitMQ{URL: "amqps://mq:5671/vhost", SlotTTLMs: 600000}) ||
-		b.NATS != (NATS{URL: "nats://n1:4222, tls://n2:4222", Stream: "CRON_1", DuplicateWindowMs: 600000}) {
+		b.sections["sqlite"] != (sqliteclaim.Settings{Path: "./x.db"}) ||
+		b.Store != (pgclaim.Settings{DSN: "host=db user=app dbname=cron", Table: "cron.runs", PasswordFile: "/etc/pg.pass", SynchronousCommit: "off"}) ||
+		b.sections["redis"] != (redisclaim.Settings{URL: "rediss://cache:6380/1", Strategy: "script", PasswordFile: "/etc/redis.pass", DurationSec: 600, WindowMs: 120000}) ||
+		b.sections["rabbitmq"] != (rabbitclaim.Settings{URL: "amqps://mq:5671/vhost", SlotTTLMs: 600000}) ||
+		b.sections["nats"] != (natsclaim.Settings{URL: "nats://n1:4222, tls://n2:4222", Stream: "CRON_1", DuplicateWindowMs: 600000}) {
 		t.Errorf("got %+v", cfg)
 	}
 	j := cfg.Jobs[0]
@@ -326,9 +329,9 @@ jobs:
 	)
 	b := cfg.Backend
 	if cfg.Instance != "from-env" || cfg.Namespace != "envns" || cfg.Log.Level != "warn" ||
-		b.Type != "postgres" || b.Postgres.DSN != "postgres://u:pw@db/cron" ||
-		b.SQLite.Path != "/tmp/x.db" || b.SQLite.BusyTimeout != 250*time.Millisecond ||
-		b.Retention != 48*time.Hour || b.Redis.WindowMs != 5000 || cfg.ShutdownGrace != 30*time.Second {
+		b.Type != "postgres" || b.Store.(pgclaim.Settings).DSN != "postgres://u:pw@db/cron" ||
+		b.sections["sqlite"] != (sqliteclaim.Settings{Path: "/tmp/x.db", BusyTimeout: 250 * time.Millisecond}) ||
+		b.Retention != 48*time.Hour || b.sections["redis"].(redisclaim.Settings).WindowMs != 5000 || cfg.ShutdownGrace != 30*time.Second {
 		t.Errorf("got %+v", cfg)
 	}
 	// The env override of defaults reaches the jobs that inherit it; a job's
@@ -384,7 +387,7 @@ func TestPostgresSynchronousCommit(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			if got := cfg.Backend.Postgres.SynchronousCommit; got != tc.want {
+			if got := cfg.Backend.sections["postgres"].(pgclaim.Settings).SynchronousCommit; got != tc.want {
 				t.Fatalf("synchronousCommit %q, want %q", got, tc.want)
 			}
 		})
@@ -415,8 +418,8 @@ func TestEnvThroughViper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Backend.Type != "redis" || cfg.Backend.Redis.Strategy != "stream-id" ||
-		cfg.Backend.Redis.DurationSec != 60 || cfg.Jobs[0].MaxLate != 10*time.Millisecond || cfg.Namespace != "cron" {
+	if r := cfg.Backend.Store.(redisclaim.Settings); cfg.Backend.Type != "redis" || r.Strategy != "stream-id" ||
+		r.DurationSec != 60 || cfg.Jobs[0].MaxLate != 10*time.Millisecond || cfg.Namespace != "cron" {
 		t.Errorf("got %+v", cfg)
 	}
 

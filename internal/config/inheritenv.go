@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"github.com/anarchon/anarchon/internal/store"
 )
 
 // daemonOnlyEnv are variables of the daemon's environment that inheritEnv
@@ -24,7 +26,7 @@ func (p *parser) asEnvNames(v *value) ([]string, bool) {
 		field := fmt.Sprintf("%s[%d]", v.field, i)
 		switch {
 		case !envNameRE.MatchString(name):
-			p.errNode(n, v.job, field, "bad variable name %q: use letters, digits and _, not starting with a digit", short(name))
+			p.errNode(n, v.job, field, "bad variable name %q: use letters, digits and _, not starting with a digit", store.Short(name))
 			ok = false
 		case strings.HasPrefix(name, envPrefix+"_"):
 			p.errNode(n, v.job, field, "%s is the daemon's own (its settings, which may hold a store's password, or set for every run): "+

@@ -140,7 +140,7 @@ func (p *parser) run(data []byte) (cfg *Config, err error) {
 		if r := resolve(root); r == nil || r.Kind != yaml.MappingNode {
 			p.errNode(root, "", "", "the crontab must be a mapping of settings (instance, namespace, backend, defaults, jobs, ...), not %s", describe(root))
 		} else {
-			p.walkMap(r, "", "", rootSpecs, p.vals, nil)
+			p.walkMap(r, "", "", rootSpecs(), p.vals, nil)
 		}
 	}
 	paths := scalarPaths()

@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/anarchon/anarchon/internal/natsclaim"
+	"github.com/anarchon/anarchon/internal/pgclaim"
+	"github.com/anarchon/anarchon/internal/sqliteclaim"
 )
 
 func writeCrontab(t *testing.T, data string, mode os.FileMode) string {
@@ -108,7 +112,7 @@ func TestExampleConfig(t *testing.T) {
 			t.Errorf("warning: %s", w)
 		}
 	}
-	if cfg.Backend.Type != "sqlite" || cfg.Backend.SQLite.Path != filepath.Join("..", "..", "data", "anarchon.db") || len(cfg.Jobs) != 2 {
+	if cfg.Backend.Type != "sqlite" || cfg.Backend.Store.(sqliteclaim.Settings).Path != filepath.Join("..", "..", "data", "anarchon.db") || len(cfg.Jobs) != 2 {
 		t.Fatalf("got %+v", cfg)
 	}
 	hello, minute := cfg.Jobs[0], cfg.Jobs[1]
@@ -139,14 +143,14 @@ func TestRelativePathsFollowTheCrontab(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := cfg.Backend
+	pg := cfg.Backend.sections["postgres"].(pgclaim.Settings)
 	for _, tc := range []struct{ got, want string }{
-		{b.SQLite.Path, filepath.Join(dir, "state", "anarchon.db")},
-		{b.Postgres.PasswordFile, filepath.Join(filepath.Dir(dir), "secrets", "pg")},
-		{b.Postgres.TLS.CAFile, filepath.Join(dir, "ca.pem")},
-		{b.Postgres.TLS.CertFile, "/abs/c.pem"},
-		{b.Postgres.TLS.KeyFile, filepath.Join(dir, "k.pem")},
-		{b.NATS.PasswordFile, filepath.Join(dir, "nats-pw")},
+		{cfg.Backend.Store.(sqliteclaim.Settings).Path, filepath.Join(dir, "state", "anarchon.db")},
+		{pg.PasswordFile, filepath.Join(filepath.Dir(dir), "secrets", "pg")},
+		{pg.TLS.CAFile, filepath.Join(dir, "ca.pem")},
+		{pg.TLS.CertFile, "/abs/c.pem"},
+		{pg.TLS.KeyFile, filepath.Join(dir, "k.pem")},
+		{cfg.Backend.sections["nats"].(natsclaim.Settings).PasswordFile, filepath.Join(dir, "nats-pw")},
 		{cfg.Jobs[0].Workdir, "work"},
 	} {
 		got, want := tc.got, tc.want

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/anarchon/anarchon/internal/sqliteclaim"
 )
 
 // packagedCrontab is the crontab the packages install as
@@ -83,7 +85,7 @@ func TestPackagedCrontab(t *testing.T) {
 	if err != nil {
 		t.Fatalf("as installed:\n%v", err)
 	}
-	if cfg.Backend.SQLite.Path != "/var/lib/anarchon/anarchon.db" || len(cfg.Jobs) != 0 {
+	if cfg.Backend.Store.(sqliteclaim.Settings).Path != "/var/lib/anarchon/anarchon.db" || len(cfg.Jobs) != 0 {
 		t.Errorf("as installed: got %+v", cfg)
 	}
 	lines := strings.Split(string(data), "\n")

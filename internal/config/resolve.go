@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"math"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/anarchon/anarchon/internal/schedule"
+	"github.com/anarchon/anarchon/internal/store"
 )
 
 // Built-in defaults (docs/spec.md#s6-config).
@@ -24,31 +24,13 @@ const (
 	defaultLogFormat       = "auto"
 	defaultBackendType     = "sqlite"
 	defaultRetention       = 168 * time.Hour
-	defaultSQLitePath      = "/var/lib/anarchon/anarchon.db"
-	defaultBusyTimeoutMs   = 5000
-	defaultPostgresTable   = "anarchon_runs"
-	defaultRedisURL        = "redis://127.0.0.1:6379/0"
-	defaultRedisStrategy   = "lease"
-	defaultDurationSec     = 3600
-	defaultWindowMs        = 3600000
-	defaultRabbitMQURL     = "amqp://guest:guest@127.0.0.1:5672/"
-	defaultSlotTTLMs       = 3600000
-	defaultNATSURL         = "nats://127.0.0.1:4222"
-	defaultNATSStream      = "ANARCHON"
-	defaultDupWindowMs     = 3600000
 
 	defaultTimezone      = "UTC"
 	defaultMaxLateMs     = 60000
 	defaultClaimSpreadMs = 10
 	defaultClaimAheadMs  = 100
-	// defaultRabbitMQClaimAheadMs: on RabbitMQ a claim is a confirmed
-	// persistent publish into a durable queue per run, and every instance
-	// declares and primes each run's queue ahead; at tens of runs a second
-	// the broker's p99 answer exceeds 100 ms, and claims answered after
-	// the slot delay the job's start (docs/performance.md).
-	defaultRabbitMQClaimAheadMs = 500
-	defaultLeaseMs              = 30000
-	defaultMaxAttempts          = 3
+	defaultLeaseMs       = 30000
+	defaultMaxAttempts   = 3
 	// defaultOverlap is skip on the lease backends and allow on the
 	// claim-only ones, which cannot enforce skip (Backend.Leases).
 	defaultOverlap          = "skip"
@@ -62,11 +44,6 @@ const (
 
 // Limits.
 const (
-	// IDMPMaxSize is the IDMP-MAXSIZE the redis idmp strategy sets: Redis
-	// keeps at most this many idempotency keys per producer (per job).
-	IDMPMaxSize = 10000
-	// MaxDurationSec is the largest IDMP-DURATION Redis accepts.
-	MaxDurationSec = 86400
 	// MaxOutputTailBytes bounds outputTailBytes.
 	MaxOutputTailBytes = 1 << 20
 	// MaxClaimSpreadMs bounds claimSpreadMs: the spread only has to outrun
@@ -88,20 +65,12 @@ const (
 )
 
 var (
-	namePattern  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	tablePattern = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]{0,47}\.)?[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-	backendTypes   = []string{"sqlite", "postgres", "redis", "rabbitmq", "nats"}
-	redisStrategy  = []string{"lease", "stream-id", "idmp", "script", "auto"}
 	logLevels      = []string{"debug", "info", "warn", "error"}
 	logFormats     = []string{"auto", "console", "json"}
 	overlapChoices = []string{"skip", "allow"}
 	catchUpChoices = []string{CatchUpNone, CatchUpLatest, CatchUpAll}
-
-	// syncCommitLevels are PostgreSQL's synchronous_commit levels, as SHOW
-	// spells them (its aliases true, yes, 1, ... are not taken).
-	syncCommitLevels = []string{"on", "off", "local", "remote_write", "remote_apply"}
 
 	// jobReservedEnv are set by the daemon for every run
 	// (docs/spec.md#s6-jobs); a job's env may not set them.
@@ -305,7 +274,7 @@ func (p *parser) asStringMap(v *value) (map[string]string, bool) {
 		r := resolve(pr.v)
 		switch {
 		case !envNameRE.MatchString(k):
-			p.errNode(pr.k, v.job, field, "bad variable name %q: use letters, digits and _, not starting with a digit", short(k))
+			p.errNode(pr.k, v.job, field, "bad variable name %q: use letters, digits and _, not starting with a digit", store.Short(k))
 			ok = false
 		case slices.Contains(jobReservedEnv, k):
 			p.errNode(pr.k, v.job, field, "%s is set by the daemon for every run and cannot be set here", k)
@@ -325,68 +294,6 @@ func (p *parser) asStringMap(v *value) (map[string]string, bool) {
 
 // ---- checks: each returns "" or the problem ----
 
-func oneOf(choices []string) func(string) string {
-	return func(s string) string {
-		if slices.Contains(choices, s) {
-			return ""
-		}
-		return fmt.Sprintf("must be one of %s; not %q", strings.Join(choices, ", "), short(s))
-	}
-}
-
-func notEmpty(s string) string {
-	if s == "" {
-		return "must not be empty"
-	}
-	return ""
-}
-
-func matches(re *regexp.Regexp, what string) func(string) string {
-	return func(s string) string {
-		if re.MatchString(s) {
-			return ""
-		}
-		return fmt.Sprintf("bad %s %q: must be %s", what, short(s), humanPattern(re))
-	}
-}
-
-func humanPattern(re *regexp.Regexp) string {
-	switch re {
-	case namePattern:
-		return "1 to 64 letters, digits, _ or -"
-	case tablePattern:
-		return "a table name of letters, digits and _ (at most 48), not starting with a digit, optionally schema-qualified (schema.table)"
-	}
-	return "like " + re.String()
-}
-
-// ms checks a millisecond (or plain) count: at least lo and small enough to
-// be a time.Duration.
-func ms(lo int64) func(int64) string {
-	return func(x int64) string {
-		switch {
-		case x < lo && lo == 0:
-			return fmt.Sprintf("must be 0 or more, not %d", x)
-		case x < lo && lo == 1:
-			return fmt.Sprintf("must be greater than 0, not %d", x)
-		case x < lo:
-			return fmt.Sprintf("must be at least %d, not %d", lo, x)
-		case x > maxMs:
-			return fmt.Sprintf("%d is too large (at most %d)", x, maxMs)
-		}
-		return ""
-	}
-}
-
-func intRange(lo, hi int64) func(int64) string {
-	return func(x int64) string {
-		if x < lo || x > hi {
-			return fmt.Sprintf("must be between %d and %d, not %d", lo, hi, x)
-		}
-		return ""
-	}
-}
-
 func positiveDuration(d time.Duration) string {
 	if d <= 0 {
 		return fmt.Sprintf("must be greater than 0, not %s", d)
@@ -400,62 +307,6 @@ func checkInstance(s string) string {
 	}
 	if strings.IndexFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
 		return fmt.Sprintf("bad instance id %q: must not contain white space or control characters", s)
-	}
-	return ""
-}
-
-// checkURL checks a store URL without ever quoting it (it may hold a
-// password).
-func checkURL(schemes ...string) func(string) string {
-	return func(raw string) string {
-		if raw == "" {
-			return "must not be empty"
-		}
-		for _, one := range strings.Split(raw, ",") {
-			if msg := checkOneURL(strings.TrimSpace(one), schemes); msg != "" {
-				if strings.Contains(raw, ",") {
-					return "one of the URLs " + msg
-				}
-				return msg
-			}
-		}
-		return ""
-	}
-}
-
-func checkOneURL(raw string, schemes []string) string {
-	want := strings.Join(schemes, "://, ") + "://"
-	u, err := url.Parse(raw)
-	if err != nil {
-		// url.Parse's reason may quote a piece of the password (an
-		// unescaped "/" in it ends the host early), so it is not shown.
-		return fmt.Sprintf("is not a valid URL (expected %s...; percent-encode special characters such as @ / : %% # ? in the user name and password)", want)
-	}
-	if !slices.Contains(schemes, u.Scheme) {
-		// The scheme is shown only when it is one ("user:password@host"
-		// parses with the user name as its scheme).
-		if u.Scheme == "" || len(u.Scheme) > 10 || !strings.HasPrefix(raw, u.Scheme+"://") {
-			return fmt.Sprintf("must start with %s", want)
-		}
-		return fmt.Sprintf("must start with %s, not %s://", want, u.Scheme)
-	}
-	if u.Host == "" && u.Scheme != "unix" {
-		return "has no host"
-	}
-	return ""
-}
-
-// checkDSN accepts a postgres:// or postgresql:// URL or a key=value
-// connection string, without ever quoting it.
-func checkDSN(dsn string) string {
-	if strings.TrimSpace(dsn) == "" {
-		return "must not be empty"
-	}
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		return checkOneURL(dsn, []string{"postgres", "postgresql"})
-	}
-	if !strings.Contains(dsn, "=") {
-		return "must be a postgres:// URL or a key=value connection string (host=... dbname=...)"
 	}
 	return ""
 }
@@ -503,10 +354,11 @@ type policy struct {
 	inheritEnv   setting[[]string]
 }
 
-// DefaultClaimAheadMs is the built-in claimAheadMs of backendType.
+// DefaultClaimAheadMs is the built-in claimAheadMs of backendType: its
+// driver's (store.Driver.ClaimAheadMs), else 100 ms.
 func DefaultClaimAheadMs(backendType string) int64 {
-	if backendType == "rabbitmq" {
-		return defaultRabbitMQClaimAheadMs
+	if d, ok := store.Lookup(backendType); ok && d.ClaimAheadMs > 0 {
+		return d.ClaimAheadMs
 	}
 	return defaultClaimAheadMs
 }
@@ -547,20 +399,20 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	if loc, _ := p.location(pol.timezone.val); loc != nil {
 		pol.loc = loc
 	}
-	pol.maxLate = get(p, vals, prefix+"maxLateMs", base.maxLate, p.asInt, ms(0))
-	pol.claimSpread = get(p, vals, prefix+"claimSpreadMs", base.claimSpread, p.asInt, intRange(0, MaxClaimSpreadMs))
-	pol.claimAhead = get(p, vals, prefix+"claimAheadMs", base.claimAhead, p.asInt, intRange(0, MaxClaimAheadMs))
-	pol.lease = get(p, vals, prefix+"leaseMs", base.lease, p.asInt, ms(1))
-	if hb := get(p, vals, prefix+"heartbeatMs", setting[int64]{}, p.asInt, ms(1)); hb.at != nil {
+	pol.maxLate = get(p, vals, prefix+"maxLateMs", base.maxLate, p.asInt, store.Millis(0))
+	pol.claimSpread = get(p, vals, prefix+"claimSpreadMs", base.claimSpread, p.asInt, store.IntRange(0, MaxClaimSpreadMs))
+	pol.claimAhead = get(p, vals, prefix+"claimAheadMs", base.claimAhead, p.asInt, store.IntRange(0, MaxClaimAheadMs))
+	pol.lease = get(p, vals, prefix+"leaseMs", base.lease, p.asInt, store.Millis(1))
+	if hb := get(p, vals, prefix+"heartbeatMs", setting[int64]{}, p.asInt, store.Millis(1)); hb.at != nil {
 		pol.heartbeat, pol.heartbeatSet = hb, true
 	}
-	pol.maxAttempts = get(p, vals, prefix+"maxAttempts", base.maxAttempts, p.asInt, intRange(1, math.MaxInt32))
-	pol.overlap = get(p, vals, prefix+"overlap", base.overlap, p.asString, oneOf(overlapChoices))
-	pol.catchUp = get(p, vals, prefix+"catchUp", base.catchUp, p.asString, oneOf(catchUpChoices))
+	pol.maxAttempts = get(p, vals, prefix+"maxAttempts", base.maxAttempts, p.asInt, store.IntRange(1, math.MaxInt32))
+	pol.overlap = get(p, vals, prefix+"overlap", base.overlap, p.asString, store.OneOf(overlapChoices...))
+	pol.catchUp = get(p, vals, prefix+"catchUp", base.catchUp, p.asString, store.OneOf(catchUpChoices...))
 	pol.timeout = get(p, vals, prefix+"timeout", base.timeout, p.asDuration, positiveDuration)
-	pol.killGrace = get(p, vals, prefix+"killGraceMs", base.killGrace, p.asInt, ms(0))
-	pol.shell = get(p, vals, prefix+"shell", base.shell, p.asString, notEmpty)
-	pol.outputTail = get(p, vals, prefix+"outputTailBytes", base.outputTail, p.asInt, intRange(0, MaxOutputTailBytes))
+	pol.killGrace = get(p, vals, prefix+"killGraceMs", base.killGrace, p.asInt, store.Millis(0))
+	pol.shell = get(p, vals, prefix+"shell", base.shell, p.asString, store.NotEmpty)
+	pol.outputTail = get(p, vals, prefix+"outputTailBytes", base.outputTail, p.asInt, store.IntRange(0, MaxOutputTailBytes))
 	pol.inheritEnv = get(p, vals, prefix+"inheritEnv", base.inheritEnv, p.asEnvNames, nil)
 	return pol
 }
@@ -681,52 +533,16 @@ func (p *parser) resolve() *Config {
 
 	inst := str("instance", "", checkInstance)
 	cfg.Instance = inst.val
-	cfg.Namespace = str("namespace", defaultNamespace, matches(namePattern, "namespace")).val
-	cfg.ShutdownGrace = time.Duration(integer("shutdownGraceMs", defaultShutdownGraceMs, ms(0)).val) * time.Millisecond
+	cfg.Namespace = str("namespace", defaultNamespace, store.Matches(store.NamePattern, "namespace", store.NameLike)).val
+	cfg.ShutdownGrace = time.Duration(integer("shutdownGraceMs", defaultShutdownGraceMs, store.Millis(0)).val) * time.Millisecond
 	cfg.Watch = get(p, vals, "watch", def(false), p.asBool, nil).val
 	cfg.StateDir = p.anchor(str("stateDir", "", nil).val)
 	cfg.Metrics.Listen = str("metrics.listen", defaultMetricsListen, checkListen).val
-	cfg.Log.Level = str("log.level", defaultLogLevel, oneOf(logLevels)).val
-	cfg.Log.Format = str("log.format", defaultLogFormat, oneOf(logFormats)).val
+	cfg.Log.Level = str("log.level", defaultLogLevel, store.OneOf(logLevels...)).val
+	cfg.Log.Format = str("log.format", defaultLogFormat, store.OneOf(logFormats...)).val
 
-	// Backend.
 	b := &cfg.Backend
-	typ := str("backend.type", defaultBackendType, oneOf(backendTypes))
-	b.Type = typ.val
-	retention := get(p, vals, "backend.retention", def(defaultRetention), p.asDuration, positiveDuration)
-	b.Retention = retention.val
-	b.SQLite.Path = str("backend.sqlite.path", defaultSQLitePath, notEmpty).val
-	b.SQLite.BusyTimeout = time.Duration(integer("backend.sqlite.busyTimeoutMs", defaultBusyTimeoutMs, ms(0)).val) * time.Millisecond
-	b.Postgres.DSN = str("backend.postgres.dsn", "", checkDSN).val
-	b.Postgres.Table = str("backend.postgres.table", defaultPostgresTable, matches(tablePattern, "table name")).val
-	b.Postgres.PasswordFile = str("backend.postgres.passwordFile", "", notEmpty).val
-	b.Postgres.SynchronousCommit = str("backend.postgres.synchronousCommit", "", oneOf(syncCommitLevels)).val
-	b.Redis.URL = str("backend.redis.url", defaultRedisURL, checkURL("redis", "rediss", "unix")).val
-	strategy := str("backend.redis.strategy", defaultRedisStrategy, oneOf(redisStrategy))
-	b.Redis.Strategy = strategy.val
-	b.Redis.PasswordFile = str("backend.redis.passwordFile", "", notEmpty).val
-	durationSec := integer("backend.redis.strategyOptions.durationSec", defaultDurationSec, intRange(1, MaxDurationSec))
-	b.Redis.DurationSec = int(durationSec.val)
-	windowMs := integer("backend.redis.strategyOptions.windowMs", defaultWindowMs, ms(1))
-	b.Redis.WindowMs = windowMs.val
-	b.RabbitMQ.URL = str("backend.rabbitmq.url", defaultRabbitMQURL, checkURL("amqp", "amqps")).val
-	slotTTL := integer("backend.rabbitmq.slotTtlMs", defaultSlotTTLMs, ms(1))
-	b.RabbitMQ.SlotTTLMs = slotTTL.val
-	b.NATS.URL = str("backend.nats.url", defaultNATSURL, checkURL("nats", "tls", "ws", "wss")).val
-	b.NATS.Stream = str("backend.nats.stream", defaultNATSStream, matches(namePattern, "stream name")).val
-	dupWindow := integer("backend.nats.duplicateWindowMs", defaultDupWindowMs, ms(1))
-	b.NATS.DuplicateWindowMs = dupWindow.val
-	b.RabbitMQ.PasswordFile = str("backend.rabbitmq.passwordFile", "", notEmpty).val
-	b.NATS.PasswordFile = str("backend.nats.passwordFile", "", notEmpty).val
-	b.Postgres.TLS = p.tlsOf("backend.postgres.tls")
-	b.Redis.TLS = p.tlsOf("backend.redis.tls")
-	b.RabbitMQ.TLS = p.tlsOf("backend.rabbitmq.tls")
-	b.NATS.TLS = p.tlsOf("backend.nats.tls")
-	p.anchorPaths(b)
-	if b.Type == "postgres" && vals["backend.postgres.dsn"] == nil {
-		p.errAt(&Error{Line: lineOf(typ.at), Column: colOf(typ.at), Env: envOf(typ.at), Field: "backend.postgres.dsn",
-			Msg: "required when backend.type is postgres (a postgres:// URL or a key=value connection string)"})
-	}
+	typ, retention := p.resolveBackend(b)
 
 	// Defaults, then jobs.
 	defaults := p.resolvePolicy(vals, "defaults.", builtinPolicy(b))
@@ -745,7 +561,7 @@ func (p *parser) resolve() *Config {
 
 	p.preflight(cfg.Jobs, infos)
 	p.checkRetention(retention, infos)
-	p.checkClaimOnly(b, typ, strategy, durationSec, windowMs, slotTTL, dupWindow, infos)
+	p.checkClaimOnly(b, typ, infos)
 	p.checkOverlap(b, infos)
 
 	if cfg.Instance == "" {
@@ -789,7 +605,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	}
 
 	j := Job{Index: rj.index, Line: rj.line}
-	name := str("name", matches(namePattern, "job name"))
+	name := str("name", store.Matches(store.NamePattern, "job name", store.NameLike))
 	j.Name = name.val
 	switch {
 	case vals["name"] == nil:
@@ -840,7 +656,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 		}
 	}
 
-	cmd := str("command", notEmpty)
+	cmd := str("command", store.NotEmpty)
 	j.Command = cmd.val
 	args := get(p, vals, "args", setting[[]string]{}, p.asStrings, func(a []string) string {
 		switch {
@@ -865,34 +681,14 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	}
 
 	j.Env = get(p, vals, "env", setting[map[string]string]{}, p.asStringMap, nil).val
-	j.Workdir = str("workdir", notEmpty).val
-	j.User = str("user", notEmpty).val
-	group := str("group", notEmpty)
+	j.Workdir = str("workdir", store.NotEmpty).val
+	j.User = str("user", store.NotEmpty).val
+	group := str("group", store.NotEmpty)
 	j.Group = group.val
 	if j.Group != "" && j.User == "" {
 		p.errorf(group.at, "group needs user: the job runs as user, with group as its primary group")
 	}
 	return j, info
-}
-
-// tlsOf reads the TLS settings under prefix. A client certificate needs
-// its key and the key its certificate.
-func (p *parser) tlsOf(prefix string) TLS {
-	str := func(key string) setting[string] {
-		return get(p, p.vals, prefix+"."+key, def(""), p.asString, notEmpty)
-	}
-	cert, key := str("certFile"), str("keyFile")
-	t := TLS{
-		CAFile: str("caFile").val, CertFile: cert.val, KeyFile: key.val, ServerName: str("serverName").val,
-		InsecureSkipVerify: get(p, p.vals, prefix+".insecureSkipVerify", def(false), p.asBool, nil).val,
-	}
-	switch {
-	case cert.val != "" && key.val == "":
-		p.errorf(cert.at, "certFile needs keyFile (the client certificate's private key)")
-	case key.val != "" && cert.val == "":
-		p.errorf(key.at, "keyFile needs certFile (the client certificate)")
-	}
-	return t
 }
 
 // parseSchedule is schedule.Parse, with a panic turned into an error so that
@@ -932,23 +728,12 @@ func (p *parser) checkRetention(retention setting[time.Duration], infos []jobInf
 		worst.pol.maxLate.val, retention.val, maxLate)
 }
 
-// limit is the memory of a claim-only backend.
-type limit struct {
-	desc string // "backend.redis.strategyOptions.windowMs (3600000)"
-	ms   int64
-	at   *value
-}
-
 // checkOverlap refuses overlap: skip on a claim-only backend: its store
 // keeps no lease to see the job's previous run by, so skip would silently
 // not be enforced. Reported once where it is set (a job, or defaults).
 func (p *parser) checkOverlap(b *Backend, infos []jobInfo) {
-	if b.Leases() {
+	if b.Store == nil || b.Leases() {
 		return
-	}
-	store := b.Type
-	if b.Type == "redis" {
-		store += " (strategy " + b.Redis.Strategy + ")"
 	}
 	seen := map[*value]bool{}
 	for _, in := range infos {
@@ -957,89 +742,86 @@ func (p *parser) checkOverlap(b *Backend, infos []jobInfo) {
 			continue
 		}
 		seen[ov.at] = true
-		p.errorf(ov.at, "overlap: skip cannot be enforced on backend %s: a claim-only store remembers that a slot was claimed, not whether its run still runs; use overlap: allow (the default there), or a lease backend (sqlite, postgres, redis strategy lease)", store)
+		p.errorf(ov.at, "overlap: skip cannot be enforced on backend %s: a claim-only store remembers that a slot was claimed, not whether its run still runs; use overlap: allow (the default there), or a backend that keeps leases (docs/backends.md)", b.Describe())
 	}
 }
 
-// checkClaimOnly applies docs/spec.md#s2 to the backends whose memory of a claim
-// expires: each job's maxLate must be at most 1/retentionFactor of it. For the
-// redis idmp strategy it also checks IDMP-MAXSIZE.
-func (p *parser) checkClaimOnly(b *Backend, typ, strategy setting[string], durationSec, windowMs, slotTTL, dupWindow setting[int64], infos []jobInfo) {
-	var limits []limit
-	idmp := false
-	switch b.Type {
-	case "redis":
-		switch b.Redis.Strategy {
-		case "idmp", "auto":
-			idmp = true
-			limits = append(limits, limit{fmt.Sprintf("backend.redis.strategyOptions.durationSec (%d s)", durationSec.val), durationSec.val * 1000, durationSec.at})
-			if b.Redis.Strategy == "idmp" {
-				break
-			}
-			fallthrough
-		case "script":
-			limits = append(limits, limit{fmt.Sprintf("backend.redis.strategyOptions.windowMs (%d)", windowMs.val), windowMs.val, windowMs.at})
-		}
-	case "rabbitmq":
-		limits = append(limits, limit{fmt.Sprintf("backend.rabbitmq.slotTtlMs (%d)", slotTTL.val), slotTTL.val, slotTTL.at})
-	case "nats":
-		limits = append(limits, limit{fmt.Sprintf("backend.nats.duplicateWindowMs (%d)", dupWindow.val), dupWindow.val, dupWindow.at})
-	}
-	const why = "retention must exceed maxLate + clock skew + the longest pause"
-	for _, lim := range limits {
-		// Problems made by one inherited maxLate are reported once, at it.
-		type group struct {
-			at   *value
-			val  int64
-			jobs []string
-		}
-		var groups []*group
-		byAt := map[*value]*group{}
-		for _, in := range infos {
-			ml := in.pol.maxLate
-			if ml.val*retentionFactor <= lim.ms {
-				continue
-			}
-			if ml.jobLevel() {
-				p.errorf(ml.at, "maxLateMs %d must be at most half of %s: %s", ml.val, lim.desc, why)
-				continue
-			}
-			g := byAt[ml.at]
-			if g == nil {
-				g = &group{at: ml.at, val: ml.val}
-				byAt[ml.at] = g
-				groups = append(groups, g)
-			}
-			g.jobs = append(g.jobs, in.name)
-		}
-		for _, g := range groups {
-			jobs := jobList(g.jobs)
-			if g.at != nil {
-				p.errorf(g.at, "maxLateMs %d must be at most half of %s: %s (%s)", g.val, lim.desc, why, jobs)
-				continue
-			}
-			at := lim.at
-			if at == nil {
-				at = typ.at
-			}
-			p.errorf(at, "the built-in maxLateMs %d must be at most half of %s: %s (%s); lower defaults.maxLateMs or raise the retention", g.val, lim.desc, why, jobs)
-		}
-	}
-	if !idmp {
+// checkClaimOnly applies docs/spec.md#s2 to the backends whose memory of a
+// claim expires (store.Settings.Memory): each job's maxLate must be at
+// most 1/retentionFactor of it, and a limit on the claims remembered must
+// hold for every schedule.
+func (p *parser) checkClaimOnly(b *Backend, typ setting[string], infos []jobInfo) {
+	if b.Store == nil {
 		return
 	}
-	window := time.Duration(durationSec.val) * time.Second
-	auto := ""
-	if b.Redis.Strategy == "auto" {
-		auto = " (strategy auto uses idmp on servers that have it)"
+	prefix := "backend." + b.Type + "."
+	for _, lim := range b.Store.Memory() {
+		at := p.vals[prefix+lim.Key]
+		if at == nil {
+			at = typ.at
+		}
+		shown := lim.Shown
+		if shown == "" {
+			shown = strconv.FormatInt(lim.Ms, 10)
+		}
+		desc := fmt.Sprintf("%s%s (%s)", prefix, lim.Key, shown)
+		p.checkMaxLate(infos, desc, lim.Ms, at)
+		if lim.MaxClaims > 0 {
+			p.checkMaxClaims(infos, lim, desc)
+		}
 	}
+}
+
+// checkMaxLate: every job's maxLate must be at most 1/retentionFactor of
+// a claim-only store's memory (ms, described by desc, set at at). Problems
+// made by one inherited maxLate are reported once, at it.
+func (p *parser) checkMaxLate(infos []jobInfo, desc string, ms int64, at *value) {
+	const why = "retention must exceed maxLate + clock skew + the longest pause"
+	type group struct {
+		at   *value
+		val  int64
+		jobs []string
+	}
+	var groups []*group
+	byAt := map[*value]*group{}
+	for _, in := range infos {
+		ml := in.pol.maxLate
+		if ml.val*retentionFactor <= ms {
+			continue
+		}
+		if ml.jobLevel() {
+			p.errorf(ml.at, "maxLateMs %d must be at most half of %s: %s", ml.val, desc, why)
+			continue
+		}
+		g := byAt[ml.at]
+		if g == nil {
+			g = &group{at: ml.at, val: ml.val}
+			byAt[ml.at] = g
+			groups = append(groups, g)
+		}
+		g.jobs = append(g.jobs, in.name)
+	}
+	for _, g := range groups {
+		jobs := jobList(g.jobs)
+		if g.at != nil {
+			p.errorf(g.at, "maxLateMs %d must be at most half of %s: %s (%s)", g.val, desc, why, jobs)
+			continue
+		}
+		p.errorf(at, "the built-in maxLateMs %d must be at most half of %s: %s (%s); lower defaults.maxLateMs or raise the retention", g.val, desc, why, jobs)
+	}
+}
+
+// checkMaxClaims refuses a schedule with more slots within lim.Ms than the
+// store remembers claims per job.
+func (p *parser) checkMaxClaims(infos []jobInfo, lim store.Limit, desc string) {
+	window := time.Duration(lim.Ms) * time.Millisecond
 	for _, in := range infos {
 		if in.sched == nil || in.pol.badZone {
 			continue
 		}
-		if n, at := maxSlotsWithin(in.sched, window, IDMPMaxSize); n > IDMPMaxSize {
-			p.errorf(in.schedVal, "more than %d slots within backend.redis.strategyOptions.durationSec (%d s, e.g. the window ending %s): the idmp strategy%s remembers at most %d claims per job (IDMP-MAXSIZE) and would forget slots early; lower durationSec, or use strategy script or lease",
-				IDMPMaxSize, durationSec.val, at.UTC().Format(time.RFC3339), auto, IDMPMaxSize)
+		if n, at := maxSlotsWithin(in.sched, window, lim.MaxClaims); n > lim.MaxClaims {
+			p.errorf(in.schedVal, "more than %d slots within %s, e.g. the window ending %s): %s",
+				lim.MaxClaims, strings.TrimSuffix(desc, ")"), at.UTC().Format(time.RFC3339), lim.Fix)
 		}
 	}
 }

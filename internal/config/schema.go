@@ -6,9 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/anarchon/anarchon/internal/store"
 )
 
 // kind is the YAML shape a key accepts.
@@ -63,69 +64,48 @@ var jobSpecs = append([]*spec{
 	{key: "group", kind: kindString},
 }, defaultsSpecs...)
 
-// tlsSpecs are the TLS settings of every network store.
-var tlsSpecs = []*spec{
-	{key: "caFile", kind: kindString},
-	{key: "certFile", kind: kindString},
-	{key: "keyFile", kind: kindString},
-	{key: "serverName", kind: kindString},
-	{key: "insecureSkipVerify", kind: kindBool},
-}
-
-// rootSpecs is the whole crontab (docs/spec.md#s6).
-var rootSpecs = []*spec{
-	{key: "instance", kind: kindString},
-	{key: "namespace", kind: kindString},
-	{key: "shutdownGraceMs", kind: kindInt},
-	{key: "watch", kind: kindBool},
-	{key: "stateDir", kind: kindString},
-	{key: "metrics", kind: kindMap, children: []*spec{
-		{key: "listen", kind: kindString},
-	}},
-	{key: "log", kind: kindMap, children: []*spec{
-		{key: "level", kind: kindString},
-		{key: "format", kind: kindString},
-	}},
-	{key: "backend", kind: kindMap, children: []*spec{
+// rootSpecs is the whole crontab (docs/spec.md#s6), with the section of
+// every registered store under backend.
+func rootSpecs() []*spec {
+	backend := []*spec{
 		{key: "type", kind: kindString},
 		{key: "retention", kind: kindDuration},
-		{key: "sqlite", kind: kindMap, children: []*spec{
-			{key: "path", kind: kindString},
-			{key: "busyTimeoutMs", kind: kindInt},
+	}
+	for _, d := range store.Drivers() {
+		backend = append(backend, &spec{key: d.Name, kind: kindMap, children: specsOf(d.Keys)})
+	}
+	return []*spec{
+		{key: "instance", kind: kindString},
+		{key: "namespace", kind: kindString},
+		{key: "shutdownGraceMs", kind: kindInt},
+		{key: "watch", kind: kindBool},
+		{key: "stateDir", kind: kindString},
+		{key: "metrics", kind: kindMap, children: []*spec{
+			{key: "listen", kind: kindString},
 		}},
-		{key: "postgres", kind: kindMap, children: []*spec{
-			{key: "dsn", kind: kindString, secret: true},
-			{key: "table", kind: kindString},
-			{key: "passwordFile", kind: kindString},
-			{key: "synchronousCommit", kind: kindString},
-			{key: "tls", kind: kindMap, children: tlsSpecs},
+		{key: "log", kind: kindMap, children: []*spec{
+			{key: "level", kind: kindString},
+			{key: "format", kind: kindString},
 		}},
-		{key: "redis", kind: kindMap, children: []*spec{
-			{key: "url", kind: kindString, secret: true},
-			{key: "strategy", kind: kindString},
-			{key: "passwordFile", kind: kindString},
-			{key: "strategyOptions", kind: kindMap, children: []*spec{
-				{key: "durationSec", kind: kindInt},
-				{key: "windowMs", kind: kindInt},
-			}},
-			{key: "tls", kind: kindMap, children: tlsSpecs},
-		}},
-		{key: "rabbitmq", kind: kindMap, children: []*spec{
-			{key: "url", kind: kindString, secret: true},
-			{key: "passwordFile", kind: kindString},
-			{key: "slotTtlMs", kind: kindInt},
-			{key: "tls", kind: kindMap, children: tlsSpecs},
-		}},
-		{key: "nats", kind: kindMap, children: []*spec{
-			{key: "url", kind: kindString, secret: true},
-			{key: "passwordFile", kind: kindString},
-			{key: "stream", kind: kindString},
-			{key: "duplicateWindowMs", kind: kindInt},
-			{key: "tls", kind: kindMap, children: tlsSpecs},
-		}},
-	}},
-	{key: "defaults", kind: kindMap, children: defaultsSpecs},
-	{key: "jobs", kind: kindJobs, children: jobSpecs},
+		{key: "backend", kind: kindMap, children: backend},
+		{key: "defaults", kind: kindMap, children: defaultsSpecs},
+		{key: "jobs", kind: kindJobs, children: jobSpecs},
+	}
+}
+
+// storeKinds maps a store's key kinds to the schema's.
+var storeKinds = map[store.Kind]kind{
+	store.String: kindString, store.Int: kindInt, store.Bool: kindBool,
+	store.Duration: kindDuration, store.Map: kindMap,
+}
+
+// specsOf is the schema of a store's keys.
+func specsOf(keys []store.Key) []*spec {
+	out := make([]*spec, len(keys))
+	for i, k := range keys {
+		out[i] = &spec{key: k.Name, kind: storeKinds[k.Kind], secret: k.Secret, children: specsOf(k.Children)}
+	}
+	return out
 }
 
 // extensionPrefix marks top-level keys that anarchon ignores, so that YAML
@@ -149,7 +129,7 @@ func scalarPaths() []pathSpec {
 			}
 		}
 	}
-	walk("", rootSpecs)
+	walk("", rootSpecs())
 	return out
 }
 
@@ -175,7 +155,7 @@ func allKeyPaths() []string {
 			}
 		}
 	}
-	walk("", rootSpecs)
+	walk("", rootSpecs())
 	return out
 }
 
@@ -283,7 +263,7 @@ func (p *parser) pairs(m *yaml.Node, field, job string, depth int) []pair {
 			continue
 		}
 		if first, ok := seen[rk.Value]; ok {
-			p.errNode(k, job, joinField(field, fieldKey(rk.Value)), "duplicate key %q (first at line %d)", short(rk.Value), first.Line)
+			p.errNode(k, job, joinField(field, fieldKey(rk.Value)), "duplicate key %q (first at line %d)", store.Short(rk.Value), first.Line)
 			continue
 		}
 		seen[rk.Value] = k
@@ -430,7 +410,7 @@ func (p *parser) walkJob(n *yaml.Node, index int, specs []*spec) {
 // unknownKeyMsg explains an unknown key, suggesting the key it most likely
 // means: a close one at the same level, or the same key at another level.
 func unknownKeyMsg(key, field string, specs []*spec, inJob bool) string {
-	msg := fmt.Sprintf("unknown key %q", short(key))
+	msg := fmt.Sprintf("unknown key %q", store.Short(key))
 	if best := closest(key, specs); best != "" {
 		return msg + fmt.Sprintf(" (did you mean %q?)", best)
 	}
@@ -513,22 +493,11 @@ func levenshtein(a, b string) int {
 }
 
 // short cuts s for a message.
-func short(s string) string {
-	const max = 80
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
-}
 
 // fieldKey is key as a part of a field path: quoted when it holds white
 // space or control characters, so that a problem stays on one line.
 func fieldKey(key string) string {
-	key = short(key)
+	key = store.Short(key)
 	if strings.IndexFunc(key, func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0 {
 		return strconv.Quote(key)
 	}

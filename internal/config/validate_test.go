@@ -4,6 +4,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/anarchon/anarchon/internal/natsclaim"
+	"github.com/anarchon/anarchon/internal/pgclaim"
+	"github.com/anarchon/anarchon/internal/redisclaim"
+	"github.com/anarchon/anarchon/internal/storetls"
 )
 
 // errorCases are invalid crontabs and their problems, "place:field:substring"
@@ -101,7 +106,7 @@ var errorCases = []struct {
 
 	// ---- backend ----
 	{name: "bad backend type", yaml: "backend: {type: mysql}\n",
-		want: []string{`1:backend.type:must be one of sqlite, postgres, redis, rabbitmq, nats; not "mysql"`}},
+		want: []string{`1:backend.type:must be one of nats, postgres, rabbitmq, redis, sqlite; not "mysql"`}},
 	{name: "bad redis strategy", yaml: "backend: {redis: {strategy: lock}}\n",
 		want: []string{`1:backend.redis.strategy:must be one of lease, stream-id, idmp, script, auto; not "lock"`}},
 	{name: "retention not positive", yaml: "backend: {retention: 0s}\n",
@@ -181,11 +186,11 @@ var errorCases = []struct {
 	{name: "overlap skip on a claim-only backend", yaml: "backend:\n  type: nats\ndefaults:\n  overlap: skip\njobs:\n" + job("a") + job("b") + job("c") + "    overlap: skip\n",
 		// Reported once where it is set: at defaults for a and b, at c.
 		want: []string{
-			`4:defaults.overlap:overlap: skip cannot be enforced on backend nats: a claim-only store`,
-			`15:jobs[2].overlap:use overlap: allow (the default there), or a lease backend`,
+			`4:defaults.overlap:overlap: skip cannot be enforced on backend nats (nats://127.0.0.1:4222, stream ANARCHON): a claim-only store`,
+			`15:jobs[2].overlap:use overlap: allow (the default there), or a backend that keeps leases (docs/backends.md)`,
 		}},
 	{name: "overlap skip on redis stream-id", yaml: "backend:\n  type: redis\n  redis:\n    strategy: stream-id\njobs:\n" + job("a") + "    overlap: skip\n",
-		want: []string{`9:jobs[0].overlap:overlap: skip cannot be enforced on backend redis (strategy stream-id)`}},
+		want: []string{`9:jobs[0].overlap:overlap: skip cannot be enforced on backend redis stream-id (redis://127.0.0.1:6379/0)`}},
 	{name: "catch-up not a policy", yaml: "defaults:\n  catchUp: oldest\njobs:\n" + job("a") + "    catchUp: All\n" + job("b") + "    catchUp: 3\n",
 		want: []string{
 			`2:defaults.catchUp:must be one of none, latest, all; not "oldest"`,
@@ -332,7 +337,7 @@ jobs:
 			"ANARCHON_NAMESPACE=a b",
 		},
 		want: []string{
-			`ANARCHON_BACKEND_TYPE:backend.type:must be one of sqlite, postgres, redis, rabbitmq, nats; not "mysql"`,
+			`ANARCHON_BACKEND_TYPE:backend.type:must be one of nats, postgres, rabbitmq, redis, sqlite; not "mysql"`,
 			`ANARCHON_BACKEND_SQLITE_BUSYTIMEOUTMS:backend.sqlite.busyTimeoutMs:must be an integer (milliseconds), not "5s"`,
 			`ANARCHON_DEFAULTS_TIMEOUT:defaults.timeout:bad duration "forever"`,
 			`ANARCHON_NAMESPACE:namespace:bad namespace "a b"`,
@@ -502,9 +507,10 @@ jobs: []
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := TLS{CAFile: "/etc/ca.pem", CertFile: "/etc/c.pem", KeyFile: "/etc/c.key", ServerName: "cache.internal"}
-	if cfg.Backend.Redis.TLS != want || !cfg.Backend.NATS.TLS.InsecureSkipVerify || cfg.Backend.NATS.PasswordFile != "/etc/nats.token" ||
-		cfg.Backend.Postgres.TLS.Enabled() {
+	want := storetls.Settings{CAFile: "/etc/ca.pem", CertFile: "/etc/c.pem", KeyFile: "/etc/c.key", ServerName: "cache.internal"}
+	nats := cfg.Backend.sections["nats"].(natsclaim.Settings)
+	if cfg.Backend.sections["redis"].(redisclaim.Settings).TLS != want || !nats.TLS.InsecureSkipVerify || nats.PasswordFile != "/etc/nats.token" ||
+		cfg.Backend.sections["postgres"].(pgclaim.Settings).TLS.Enabled() {
 		t.Fatalf("backend %+v", cfg.Backend)
 	}
 	_, err = Parse("crontab.yaml", []byte("backend:\n  postgres:\n    tls: {certFile: /c.pem}\njobs: []\n"), opt)

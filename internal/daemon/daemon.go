@@ -200,22 +200,22 @@ func trigger(reloads chan<- string, why string) {
 // during the store's restart) waits for it instead of failing in a loop.
 // The first failure is logged at warn, then every tenth (about every five
 // minutes at the longest backoff), the others at debug. SQLite, a local
-// file, fails at once: a path that cannot be opened will not heal; so does
+// file (store.Driver.Local), fails at once: a path that cannot be opened
+// will not heal; so does
 // a store's refusal (claim.PermanentError: a missing privilege, a wrong
 // password), whose message names the fix: the daemon exits with it, and
 // systemd shows it, instead of waiting for a store that will not change.
 func openStore(ctx context.Context, cfg *config.Config, clk clock.Clock, log *zap.Logger) (claim.Backend, error) {
-	p := claim.OpenParams{Config: cfg, Log: log, Clock: clk}
 	backoff, attempts := time.Second, 0
 	for {
-		b, err := claim.Open(ctx, p)
+		b, err := cfg.OpenStore(ctx, log, clk)
 		if err == nil {
 			if attempts > 0 {
 				log.Info("store reachable", zap.String("backend", cfg.Backend.Type), zap.Int("attempts", attempts+1))
 			}
 			return b, nil
 		}
-		if cfg.Backend.Type == "sqlite" || claim.IsPermanent(err) || ctx.Err() != nil {
+		if cfg.Backend.LocalStore() || claim.IsPermanent(err) || ctx.Err() != nil {
 			return nil, err
 		}
 		attempts++

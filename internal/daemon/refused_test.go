@@ -13,6 +13,7 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/store"
 )
 
 // refusedOpens counts the opens of the "refusing" test store, which
@@ -20,10 +21,14 @@ import (
 var refusedOpens atomic.Int32
 
 func init() {
-	claim.Register("refusing", func(context.Context, claim.OpenParams) (claim.Backend, error) {
-		refusedOpens.Add(1)
-		return nil, claim.Permanent("refusing", errors.New("password authentication failed"),
-			"the server refused the login", "correct the password")
+	store.Register(store.Driver{
+		Name: "refusing", Summary: "a store that refuses every login",
+		Parse: func(store.Section) store.Settings { return nil },
+		Open: func(context.Context, store.OpenParams) (claim.Backend, error) {
+			refusedOpens.Add(1)
+			return nil, claim.Permanent("refusing", errors.New("password authentication failed"),
+				"the server refused the login", "correct the password")
+		},
 	})
 }
 

@@ -146,7 +146,6 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/secret"
-	"github.com/anarchon/anarchon/internal/storetls"
 )
 
 // Defaults of Options.
@@ -241,30 +240,6 @@ var (
 	_ claim.Backend  = (*Backend)(nil)
 	_ claim.Recorder = (*Backend)(nil)
 )
-
-func init() {
-	claim.Register("nats", func(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
-		c := p.Config.Backend.NATS
-		name := "anarchond"
-		if p.Config.Instance != "" {
-			name += " " + p.Config.Instance
-		}
-		tlsConfig, err := storetls.Config(c.TLS)
-		if err != nil {
-			return nil, fmt.Errorf("backend.nats.%w", err)
-		}
-		return New(ctx, Options{
-			URL:             c.URL,
-			PasswordFile:    c.PasswordFile,
-			TLS:             tlsConfig,
-			Stream:          c.Stream,
-			Namespace:       p.Config.Namespace,
-			DuplicateWindow: time.Duration(c.DuplicateWindowMs) * time.Millisecond,
-			Name:            name,
-			Log:             p.Log,
-		})
-	})
-}
 
 // withDefaults checks o and fills in its defaults.
 func (o Options) withDefaults() (Options, error) {

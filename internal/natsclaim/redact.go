@@ -7,13 +7,13 @@ import (
 	"strings"
 
 	"github.com/anarchon/anarchon/internal/claim"
-	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/secret"
 )
 
 // redact hides the credentials of a NATS URL (or a list of them, or a
 // message quoting them): passwords, and a token written as the user part
 // alone (nats://TOKEN@host).
-func redact(s string) string { return config.Redact(s) }
+func redact(s string) string { return secret.Redact(s) }
 
 // urlSecrets returns the user names that stand alone before "@" in the
 // URLs of s (NATS tokens), and every URL password, as written and decoded.

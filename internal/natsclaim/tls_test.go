@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/internal/claim"
-	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/natsclaim"
 	"github.com/anarchon/anarchon/internal/storetls"
 	"github.com/anarchon/anarchon/internal/storetls/storetlstest"
@@ -86,7 +85,7 @@ func startNATSServer(t *testing.T, extra string) string {
 	}
 }
 
-func clientTLS(t *testing.T, c config.TLS) *tls.Config {
+func clientTLS(t *testing.T, c storetls.Settings) *tls.Config {
 	t.Helper()
 	tc, err := storetls.Config(c)
 	if err != nil {
@@ -104,7 +103,7 @@ func TestTLSClientCertificate(t *testing.T) {
 	}
 
 	t.Run("CA and client certificate", func(t *testing.T) {
-		b, err := natsclaim.New(t.Context(), opts(clientTLS(t, config.TLS{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey})))
+		b, err := natsclaim.New(t.Context(), opts(clientTLS(t, storetls.Settings{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey})))
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
@@ -121,7 +120,7 @@ func TestTLSClientCertificate(t *testing.T) {
 	})
 
 	t.Run("no client certificate", func(t *testing.T) {
-		b, err := natsclaim.New(t.Context(), opts(clientTLS(t, config.TLS{CAFile: f.CA})))
+		b, err := natsclaim.New(t.Context(), opts(clientTLS(t, storetls.Settings{CAFile: f.CA})))
 		if err == nil {
 			b.Close()
 			t.Fatal("New without a client certificate succeeded")
@@ -134,7 +133,7 @@ func TestTLSClientCertificate(t *testing.T) {
 
 	t.Run("other CA", func(t *testing.T) {
 		g := storetlstest.New(t)
-		b, err := natsclaim.New(t.Context(), opts(clientTLS(t, config.TLS{CAFile: g.CA, CertFile: g.ClientCert, KeyFile: g.ClientKey})))
+		b, err := natsclaim.New(t.Context(), opts(clientTLS(t, storetls.Settings{CAFile: g.CA, CertFile: g.ClientCert, KeyFile: g.ClientKey})))
 		if err == nil {
 			b.Close()
 			t.Fatal("New trusting another CA succeeded")

@@ -58,9 +58,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
-	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/secret"
-	"github.com/anarchon/anarchon/internal/storetls"
 )
 
 // DefaultTable is the runs table when Options.Table is empty.
@@ -146,18 +144,6 @@ var (
 	_ claim.Batcher  = (*Backend)(nil)
 	_ claim.Recorder = (*Backend)(nil)
 )
-
-func init() {
-	claim.Register("postgres", func(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
-		c := p.Config.Backend.Postgres
-		tc, err := storetls.Config(c.TLS)
-		if err != nil {
-			return nil, fmt.Errorf("open postgres backend: backend.postgres.%w", err)
-		}
-		return New(ctx, Options{DSN: c.DSN, PasswordFile: c.PasswordFile, Table: c.Table, TLS: tc,
-			SynchronousCommit: c.SynchronousCommit, Log: p.Log})
-	})
-}
 
 // names are the quoted, qualified names of one table's objects.
 type names struct {
@@ -266,7 +252,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	dsn := config.Redact(o.DSN)
+	dsn := secret.Redact(o.DSN)
 	sec := secretsOf(o.DSN)
 	cfg, err := pgxpool.ParseConfig(o.DSN)
 	if err != nil {

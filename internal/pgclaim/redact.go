@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/secret"
 )
 
 // mask replaces a password in a message (what config.Redact uses).
@@ -65,7 +65,7 @@ func (s secrets) scrub(msg string) string {
 	for _, v := range list {
 		msg = strings.ReplaceAll(msg, v, mask)
 	}
-	return config.Redact(msg)
+	return secret.Redact(msg)
 }
 
 // wrap returns err unchanged when its message shows no password, and

@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/storetls"
 	"github.com/anarchon/anarchon/internal/storetls/storetlstest"
 )
@@ -18,7 +17,7 @@ import (
 func TestTLSRequired(t *testing.T) {
 	dsn := requireServer(t)
 	f := storetlstest.New(t)
-	tc, err := storetls.Config(config.TLS{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey})
+	tc, err := storetls.Config(storetls.Settings{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,12 +40,12 @@ func TestRequireTLSFallbacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc, err := storetls.Config(config.TLS{}) // nil: nothing set
+	tc, err := storetls.Config(storetls.Settings{}) // nil: nothing set
 	if err != nil || tc != nil {
 		t.Fatalf("empty settings: %v %v", tc, err)
 	}
 	f := storetlstest.New(t)
-	tc, err = storetls.Config(config.TLS{CAFile: f.CA})
+	tc, err = storetls.Config(storetls.Settings{CAFile: f.CA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +73,7 @@ func TestRequireTLSFallbacks(t *testing.T) {
 		t.Fatalf("attempts: want %v, got %v", want, got)
 	}
 
-	named, _ := storetls.Config(config.TLS{ServerName: "db.internal"})
+	named, _ := storetls.Config(storetls.Settings{ServerName: "db.internal"})
 	cfg, _ = pgxpool.ParseConfig("postgres://u@db1/x?sslmode=disable")
 	if err := requireTLS(&cfg.ConnConfig.Config, named); err != nil {
 		t.Fatal(err)

@@ -17,9 +17,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
-	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/secret"
-	"github.com/anarchon/anarchon/internal/storetls"
 )
 
 // Defaults of Options.
@@ -191,27 +189,6 @@ var (
 	_ claim.Recorder = (*Backend)(nil)
 )
 
-func init() {
-	claim.Register("rabbitmq", func(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
-		c := p.Config.Backend.RabbitMQ
-		tlsConfig, err := storetls.Config(c.TLS)
-		if err != nil {
-			return nil, fmt.Errorf("backend.rabbitmq.%w", err)
-		}
-		return New(ctx, Options{
-			URL:           c.URL,
-			PasswordFile:  c.PasswordFile,
-			TLS:           tlsConfig,
-			Namespace:     p.Config.Namespace,
-			SlotTTL:       time.Duration(c.SlotTTLMs) * time.Millisecond,
-			Instance:      p.Config.Instance,
-			HistoryMaxAge: p.Config.Backend.Retention,
-			Log:           p.Log,
-			Clock:         p.Clock,
-		})
-	})
-}
-
 // GateQueue is the name of the gate queue of the run (job, slot).
 func GateQueue(namespace, job string, slot int64) string {
 	return namespace + "." + job + ".slot." + strconv.FormatInt(slot, 10)
@@ -231,7 +208,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		log:   o.Log.With(zap.String("backend", "rabbitmq")),
 		clock: o.Clock,
 		url:   o.URL,
-		where: "rabbitmq " + config.Redact(o.URL),
+		where: "rabbitmq " + secret.Redact(o.URL),
 		gateArgs: amqp.Table{
 			"x-max-length": int64(1),
 			"x-overflow":   "reject-publish",
@@ -268,7 +245,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 			return nil, fmt.Errorf("connect to %s: %w", b.where, b.scrub(err))
 		}
 		b.tls = o.TLS
-		b.where = "rabbitmq " + config.Redact(b.url) // amqps:// when switched
+		b.where = "rabbitmq " + secret.Redact(b.url) // amqps:// when switched
 	}
 	b.dialer, b.dialTimeout = dialerFor(uri)
 	b.restored = make(chan struct{})
@@ -430,7 +407,7 @@ func (b *Backend) scrub(err error) error {
 	if err == nil {
 		return nil
 	}
-	msg := config.Redact(err.Error())
+	msg := secret.Redact(err.Error())
 	for _, s := range b.secrets {
 		if s == "" {
 			continue

@@ -21,9 +21,10 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/claim/claimtest"
-	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/faultproxy"
 	"github.com/anarchon/anarchon/internal/rabbitclaim"
+	"github.com/anarchon/anarchon/internal/secret"
+	"github.com/anarchon/anarchon/internal/store"
 	"github.com/anarchon/anarchon/internal/testserver"
 )
 
@@ -41,7 +42,7 @@ func brokerURL(t testing.TB) string {
 	}
 	pu, err := url.Parse(u)
 	if err != nil {
-		t.Fatalf("ANARCHON_TEST_RABBITMQ_URL %q: %v", config.Redact(u), err)
+		t.Fatalf("ANARCHON_TEST_RABBITMQ_URL %q: %v", secret.Redact(u), err)
 	}
 	addr := pu.Host
 	if pu.Port() == "" {
@@ -769,11 +770,8 @@ func TestPasswordNeverShown(t *testing.T) {
 func TestRegistered(t *testing.T) {
 	u := brokerURL(t)
 	n := newNS(t, u)
-	cfg := &config.Config{Namespace: n.name, Instance: "reg", Backend: config.Backend{
-		Type: "rabbitmq", Retention: 168 * time.Hour,
-		RabbitMQ: config.RabbitMQ{URL: u, SlotTTLMs: testSlotTTL.Milliseconds()},
-	}}
-	b, err := claim.Open(t.Context(), claim.OpenParams{Config: cfg})
+	b, err := store.Open(t.Context(), "rabbitmq", store.OpenParams{Namespace: n.name, Instance: "reg", Retention: 168 * time.Hour,
+		Settings: rabbitclaim.Settings{URL: u, SlotTTLMs: testSlotTTL.Milliseconds()}})
 	if err != nil {
 		t.Fatal(err)
 	}

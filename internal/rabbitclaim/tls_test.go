@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/internal/claim"
-	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/rabbitclaim"
 	"github.com/anarchon/anarchon/internal/storetls"
 	"github.com/anarchon/anarchon/internal/storetls/storetlstest"
@@ -76,7 +75,7 @@ func TestPasswordFile(t *testing.T) {
 func TestTLSNotSkipped(t *testing.T) {
 	u := brokerURL(t)
 	f := storetlstest.New(t)
-	tc, err := storetls.Config(config.TLS{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey})
+	tc, err := storetls.Config(storetls.Settings{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey})
 	if err != nil {
 		t.Fatal(err)
 	}

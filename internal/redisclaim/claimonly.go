@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
-	"github.com/anarchon/anarchon/internal/config"
 )
 
 // The claim-only strategies (docs/spec.md#s3-2): stream-id, idmp and script, and
@@ -92,7 +91,7 @@ import (
 // Redis remembers the idempotency key for IDMP-DURATION (Options.
 // IDMPDuration, backend.redis.strategyOptions.durationSec) and keeps at
 // most IDMP-MAXSIZE keys per producer (Options.IDMPMaxSize,
-// config.IDMPMaxSize = 10000, the server's maximum; validation refuses a
+// MaxIDMPMaxSize = 10000, the server's maximum; validation refuses a
 // job with more slots than that within durationSec). The first claim of a
 // job in a process sets both with one script that creates the stream if it
 // is missing (XCFGSET needs an existing stream), reads XINFO STREAM, and
@@ -228,7 +227,7 @@ const (
 	DefaultIDMPDuration = time.Hour
 	DefaultWindow       = time.Hour
 	// MaxIDMPDuration is the largest IDMP-DURATION Redis accepts.
-	MaxIDMPDuration = config.MaxDurationSec * time.Second
+	MaxIDMPDuration = maxDurationSec * time.Second
 	// MaxIDMPMaxSize is the largest IDMP-MAXSIZE Redis accepts.
 	MaxIDMPMaxSize = 10000
 )
@@ -310,7 +309,7 @@ func (o Options) claimOnlyDefaults() (Options, error) {
 	}
 	switch {
 	case o.IDMPMaxSize == 0:
-		o.IDMPMaxSize = config.IDMPMaxSize
+		o.IDMPMaxSize = MaxIDMPMaxSize
 	case o.IDMPMaxSize < 1 || o.IDMPMaxSize > MaxIDMPMaxSize:
 		return o, fmt.Errorf("IDMP max size %d: want 1 to %d", o.IDMPMaxSize, MaxIDMPMaxSize)
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/claim/claimtest"
-	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/redisclaim"
 )
 
@@ -418,7 +417,7 @@ func TestIDMPArgs(t *testing.T) {
 	r.Instance = "host-a"
 	got := fmt.Sprint(redisclaim.IDMPArgs("cron", r))
 	want := fmt.Sprintf("[xadd {cron:nightly}:runs nomkstream idmp nightly 1700000000000 maxlen ~ %d * slot 1700000000000 token %s instance host-a at 1700000000000]",
-		config.IDMPMaxSize, r.Token)
+		redisclaim.MaxIDMPMaxSize, r.Token)
 	if got != want {
 		t.Fatalf("idmp XADD:\nwant %s\ngot  %s", want, got)
 	}
@@ -714,8 +713,8 @@ func TestIDMPOnRedis8(t *testing.T) {
 		wantOutcome(t, b, a, claim.Won, "the claim")
 		key := "{" + ns + ":settings}:runs"
 		info, err := c.XInfoStream(ctx, key).Result()
-		if err != nil || info.IDMPDuration != 600 || info.IDMPMaxSize != config.IDMPMaxSize {
-			t.Fatalf("the stream's IDMP settings: want 600 s, %d keys; got %+v %v", config.IDMPMaxSize, info, err)
+		if err != nil || info.IDMPDuration != 600 || info.IDMPMaxSize != redisclaim.MaxIDMPMaxSize {
+			t.Fatalf("the stream's IDMP settings: want 600 s, %d keys; got %+v %v", redisclaim.MaxIDMPMaxSize, info, err)
 		}
 		// A second instance with the same settings does not reset the
 		// remembered claims (XCFGSET would clear them).

@@ -6,7 +6,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/anarchon/anarchon/internal/claim"
-	"github.com/anarchon/anarchon/internal/config"
 )
 
 // NewClient makes the client New would make for rawURL, for tests that
@@ -28,7 +27,7 @@ var LeaseClaim = leaseClaim
 // IDMPArgs is the idmp claim's XADD for req on namespace ns, as go-redis
 // would send it (built in a pipeline that is never run).
 func IDMPArgs(ns string, req claim.Request) []any {
-	b := &ClaimOnly{ns: ns, maxLen: DefaultHistoryMaxLen, idmpMax: config.IDMPMaxSize}
+	b := &ClaimOnly{ns: ns, maxLen: DefaultHistoryMaxLen, idmpMax: MaxIDMPMaxSize}
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
 	return c.Pipeline().XAdd(context.Background(), b.idmpArgs(req)).Args()

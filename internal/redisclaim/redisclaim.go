@@ -96,8 +96,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
-	"github.com/anarchon/anarchon/internal/config"
-	"github.com/anarchon/anarchon/internal/storetls"
+	"github.com/anarchon/anarchon/internal/secret"
 )
 
 // Defaults of Options.
@@ -114,32 +113,6 @@ const (
 	StrategyScript   = "script"
 	StrategyAuto     = "auto"
 )
-
-func init() {
-	claim.Register("redis", open)
-}
-
-// open is the "redis" factory: it dispatches on backend.redis.strategy.
-func open(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
-	c := p.Config.Backend.Redis
-	tc, err := storetls.Config(c.TLS)
-	if err != nil {
-		return nil, fmt.Errorf("redis: backend.redis.%w", err)
-	}
-	o := Options{URL: c.URL, PasswordFile: c.PasswordFile, TLS: tc, Namespace: p.Config.Namespace, Log: p.Log}
-	switch c.Strategy {
-	case StrategyLease, "":
-		return New(ctx, o)
-	case StrategyStreamID, StrategyIDMP, StrategyScript, StrategyAuto:
-		o.Strategy = c.Strategy
-		o.IDMPDuration = time.Duration(c.DurationSec) * time.Second
-		o.IDMPMaxSize = config.IDMPMaxSize
-		o.Window = time.Duration(c.WindowMs) * time.Millisecond
-		return NewClaimOnly(ctx, o)
-	default:
-		return nil, fmt.Errorf("unknown redis strategy %q (want lease, stream-id, idmp, script or auto)", c.Strategy)
-	}
-}
 
 // Options configures a Redis backend.
 type Options struct {
@@ -176,7 +149,7 @@ type Options struct {
 	// backend.redis.strategyOptions.durationSec).
 	IDMPDuration time.Duration
 	// IDMPMaxSize is the idmp strategy's IDMP-MAXSIZE, the claims a job's
-	// stream remembers at most (1 to 10000; default config.IDMPMaxSize,
+	// stream remembers at most (1 to 10000; default MaxIDMPMaxSize,
 	// which configuration validation assumes).
 	IDMPMaxSize int64
 	// Window is how far back the script strategy looks for a claim of the
@@ -218,7 +191,7 @@ func (o Options) withDefaults() (Options, error) {
 type goRedisLog struct{ log *zap.Logger }
 
 func (l goRedisLog) Printf(_ context.Context, format string, v ...any) {
-	l.log.Warn(config.Redact(fmt.Sprintf(format, v...)))
+	l.log.Warn(secret.Redact(fmt.Sprintf(format, v...)))
 }
 
 // routeLogs is done once per process: go-redis has one global logger.
@@ -231,7 +204,7 @@ var routeLogs sync.Once
 func connect(ctx context.Context, o Options) (c redis.UniversalClient, owned bool, err error) {
 	where := "redis"
 	if o.URL != "" && o.Client == nil {
-		where = "redis " + config.Redact(o.URL)
+		where = "redis " + secret.Redact(o.URL)
 	}
 	c = o.Client
 	var secrets []string
@@ -246,7 +219,7 @@ func connect(ctx context.Context, o Options) (c redis.UniversalClient, owned boo
 		secrets = cc.secrets
 		c = cc.newClient()
 		owned = true
-		o.Log.Info("connecting to redis", zap.String("url", config.Redact(o.URL)),
+		o.Log.Info("connecting to redis", zap.String("url", secret.Redact(o.URL)),
 			zap.String("topology", string(cc.Topology)))
 	}
 	c.AddHook(refusals{ns: o.Namespace})
@@ -316,7 +289,7 @@ func scrub(err error, secrets ...string) error {
 	if err == nil {
 		return nil
 	}
-	msg := config.Redact(err.Error())
+	msg := secret.Redact(err.Error())
 	for _, s := range secrets {
 		if s == "" {
 			continue

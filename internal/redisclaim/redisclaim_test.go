@@ -24,8 +24,8 @@ import (
 	"github.com/anarchon/anarchon/internal/claim/claimtest"
 	"github.com/anarchon/anarchon/internal/claim/memclaim"
 	"github.com/anarchon/anarchon/internal/clock"
-	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/redisclaim"
+	"github.com/anarchon/anarchon/internal/store"
 	"github.com/anarchon/anarchon/internal/testserver"
 )
 
@@ -381,7 +381,7 @@ func testPasswordCases(t *testing.T, secret, addr, pwFile string, log *zap.Logge
 				Namespace: "anarchon-test-nothing", Log: log})
 			if err == nil {
 				b.Close()
-				t.Fatalf("New(%s) must fail", config.Redact(tc.url))
+				t.Fatalf("New(%s) must fail", strings.ReplaceAll(tc.url, secret, "xxxxx"))
 			}
 			if strings.Contains(err.Error(), secret) || strings.Contains(fmt.Sprintf("%+v", err), secret) {
 				t.Fatalf("the error quotes the password: %v", err)
@@ -701,11 +701,10 @@ func TestBadNames(t *testing.T) {
 // lease a claim.Leaser, the claim-only ones a ClaimOnly (auto resolved);
 // idmp on a server without XADD IDMP is a clear error.
 func TestFactory(t *testing.T) {
-	cfg := func(strategy string) *config.Config {
-		return &config.Config{Namespace: newNamespace(t), Backend: config.Backend{Type: "redis",
-			Redis: config.Redis{URL: requireRedis(t), Strategy: strategy}}}
+	cfg := func(strategy string) store.OpenParams {
+		return store.OpenParams{Namespace: newNamespace(t), Settings: redisclaim.Settings{URL: requireRedis(t), Strategy: strategy}}
 	}
-	b, err := claim.Open(t.Context(), claim.OpenParams{Config: cfg("lease")})
+	b, err := store.Open(t.Context(), "redis", cfg("lease"))
 	if err != nil {
 		t.Fatalf("open strategy lease: %v", err)
 	}
@@ -720,7 +719,7 @@ func TestFactory(t *testing.T) {
 		if s == "auto" {
 			want = map[bool]string{true: "idmp", false: "script"}[idmp]
 		}
-		b, err := claim.Open(t.Context(), claim.OpenParams{Config: cfg(s)})
+		b, err := store.Open(t.Context(), "redis", cfg(s))
 		if s == "idmp" && !idmp {
 			if err == nil || !strings.Contains(err.Error(), "redis strategy idmp needs Redis 8.6 or later (XADD IDMP)") {
 				t.Errorf("strategy idmp on a server without IDMP: want the clear error, got %v", err)
@@ -740,7 +739,7 @@ func TestFactory(t *testing.T) {
 		}
 		b.Close()
 	}
-	if _, err := claim.Open(t.Context(), claim.OpenParams{Config: cfg("bogus")}); err == nil || !strings.Contains(err.Error(), `unknown redis strategy "bogus"`) {
+	if _, err := store.Open(t.Context(), "redis", cfg("bogus")); err == nil || !strings.Contains(err.Error(), `unknown redis strategy "bogus"`) {
 		t.Errorf("an unknown strategy must be refused: %v", err)
 	}
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/claim/claimtest"
-	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/redisclaim"
 	"github.com/anarchon/anarchon/internal/storetls"
 	"github.com/anarchon/anarchon/internal/storetls/storetlstest"
@@ -55,7 +54,7 @@ func startTLSRedis(t *testing.T, f storetlstest.Files) string {
 	})
 
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	tc, err := storetls.Config(config.TLS{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey})
+	tc, err := storetls.Config(storetls.Settings{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +105,7 @@ func TestTLS(t *testing.T) {
 	f := storetlstest.New(t)
 	addr := startTLSRedis(t, f)
 	url := "redis://" + addr + "/0"
-	tlsOf := func(t *testing.T, s config.TLS) *tls.Config {
+	tlsOf := func(t *testing.T, s storetls.Settings) *tls.Config {
 		t.Helper()
 		tc, err := storetls.Config(s)
 		if err != nil {
@@ -114,7 +113,7 @@ func TestTLS(t *testing.T) {
 		}
 		return tc
 	}
-	good := config.TLS{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey}
+	good := storetls.Settings{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey}
 
 	t.Run("Conformance", func(t *testing.T) {
 		openTLS := func(t *testing.T, ns string) claim.Backend {
@@ -155,13 +154,13 @@ func TestTLS(t *testing.T) {
 
 	failures := []struct {
 		name string
-		tls  config.TLS
+		tls  storetls.Settings
 		want []string // one of them, in the error
 	}{
-		{"NoClientCert", config.TLS{CAFile: f.CA}, []string{"certificate required", "bad certificate"}},
-		{"WrongCA", config.TLS{CAFile: storetlstest.New(t).CA, CertFile: f.ClientCert, KeyFile: f.ClientKey},
+		{"NoClientCert", storetls.Settings{CAFile: f.CA}, []string{"certificate required", "bad certificate"}},
+		{"WrongCA", storetls.Settings{CAFile: storetlstest.New(t).CA, CertFile: f.ClientCert, KeyFile: f.ClientKey},
 			[]string{"certificate signed by unknown authority"}},
-		{"PlainURLNoTLS", config.TLS{}, nil},
+		{"PlainURLNoTLS", storetls.Settings{}, nil},
 	}
 	for _, tc := range failures {
 		t.Run(tc.name, func(t *testing.T) {

@@ -85,6 +85,7 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/retry"
 )
 
 // Hooks observe a runner.
@@ -541,7 +542,7 @@ func (r *Runner) proveLease(ctx context.Context, clk clock.Clock, log *zap.Logge
 func (r *Runner) hardStop(ctx context.Context, clk clock.Clock, log *zap.Logger, e Execution, leaser claim.Leaser, start time.Time, rep Report, tail string) Report {
 	rep.Err = ErrStopped
 	if leaser != nil {
-		_, err := retry(ctx, clk, releaseWindow, callTimeout(e.Job), nil, func(ctx context.Context) error {
+		_, err := retryStore(ctx, clk, releaseWindow, callTimeout(e.Job), nil, func(ctx context.Context) error {
 			return leaser.Release(ctx, e.Fence)
 		}, func(err error) { log.Warn("releasing the lease failed; retrying", zap.Error(err)) })
 		switch {
@@ -590,7 +591,7 @@ func killedBy(code int, sigs ...syscall.Signal) bool {
 // record stores fin with Finish, retrying transport errors for window or
 // until giveUp is closed.
 func (r *Runner) record(ctx context.Context, clk clock.Clock, log *zap.Logger, f claim.Fence, fin claim.Finish, window, perCall time.Duration, giveUp <-chan struct{}) (recorded, fenced bool, err error) {
-	attempts, err := retry(ctx, clk, window, perCall, giveUp, func(ctx context.Context) error {
+	attempts, err := retryStore(ctx, clk, window, perCall, giveUp, func(ctx context.Context) error {
 		err := r.Backend.Finish(ctx, f, fin)
 		if err != nil && !errors.Is(err, claim.ErrFenced) && r.Hooks.StoreError != nil {
 			r.Hooks.StoreError("finish", err)
@@ -612,17 +613,17 @@ func (r *Runner) record(ctx context.Context, clk clock.Clock, log *zap.Logger, f
 	}
 }
 
-// retry calls op until it succeeds or fails for good (claim.ErrFenced,
+// retryStore calls op until it succeeds or fails for good (claim.ErrFenced,
 // claim.ErrNotFound, a claim.PermanentError), retrying other errors with backoff on clk for window,
 // or until giveUp is closed. onFirstFailure is called once, at the first
-// retried error. The calls run under ctx without its cancellation: retry is
+// retried error. The calls run under ctx without its cancellation: retryStore is
 // used after the daemon's hard stop too. Between calls it never waits
 // longer than one call may take: the lease keeps running while the result
 // waits to be recorded.
-func retry(ctx context.Context, clk clock.Clock, window, perCall time.Duration, giveUp <-chan struct{}, op func(context.Context) error, onFirstFailure func(error)) (int, error) {
+func retryStore(ctx context.Context, clk clock.Clock, window, perCall time.Duration, giveUp <-chan struct{}, op func(context.Context) error, onFirstFailure func(error)) (int, error) {
 	wctx, cancel := clock.WithTimeout(context.WithoutCancel(ctx), clk, window)
 	defer cancel()
-	return claim.Retry{
+	return retry.Policy{
 		Clock: clk, PerCall: perCall, Min: backoffMin, Max: backoffMax, GiveUp: giveUp,
 		OnFailure: func(call int, err error) {
 			if call == 1 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/retry"
 	"github.com/anarchon/anarchon/internal/schedule"
 )
 
@@ -133,7 +134,7 @@ func (s *Scheduler) drainNotes() {
 // recordNote records n, retried until ctx ends; it reports whether the
 // store answered.
 func (s *Scheduler) recordNote(ctx context.Context, n claim.Note) bool {
-	_, err := claim.Retry{
+	_, err := retry.Policy{
 		Clock: s.o.Clock, PerCall: s.o.ClaimTimeout, Min: 200 * time.Millisecond, Max: 5 * time.Second,
 		OnFailure: func(_ int, err error) { s.health.failed("note", err) },
 	}.Do(ctx, func(ctx context.Context) error {

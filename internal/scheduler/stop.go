@@ -9,6 +9,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/retry"
 )
 
 // The stop of docs/spec.md#s4-stop as far as runs that never started are
@@ -92,7 +93,7 @@ func (s *Scheduler) unstarted(job config.Job, c answered) {
 // stop's window is over; it returns op's last error. name is the call's
 // name in the store's health (metrics: op).
 func (s *Scheduler) untilDrained(job config.Job, name string, op func(context.Context) error) error {
-	_, err := claim.Retry{
+	_, err := retry.Policy{
 		Clock: s.o.Clock, PerCall: s.callTimeout(job), Min: 100 * time.Millisecond, Max: time.Second,
 		OnFailure: func(_ int, err error) { s.health.failed(name, err) },
 	}.Do(s.drain, op)

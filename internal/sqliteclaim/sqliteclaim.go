@@ -89,13 +89,6 @@ var (
 	_ claim.Recorder = (*Backend)(nil)
 )
 
-func init() {
-	claim.Register("sqlite", func(ctx context.Context, p claim.OpenParams) (claim.Backend, error) {
-		c := p.Config.Backend.SQLite
-		return New(ctx, Options{Path: c.Path, BusyTimeout: c.BusyTimeout, Log: p.Log})
-	})
-}
-
 // nowMs is the store's clock in integer milliseconds since the Unix epoch.
 // unixepoch('subsec') needs SQLite 3.42; mattn/go-sqlite3 v1.14.53 bundles
 // 3.54. SQLite fixes 'now' for the duration of one sqlite3_step, so every

@@ -7,14 +7,27 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
-
-	"github.com/anarchon/anarchon/internal/config"
 )
+
+// Settings are a store's TLS settings (backend.<type>.tls). Any of them
+// set turns TLS on for stores whose URL does not say so already.
+type Settings struct {
+	CAFile             string // PEM roots to verify the server with (default: the system's)
+	CertFile           string // client certificate (PEM), with KeyFile
+	KeyFile            string
+	ServerName         string // the name to verify instead of the URL's host
+	InsecureSkipVerify bool   // development only: no verification at all
+}
+
+// Enabled reports whether any setting is given.
+func (t Settings) Enabled() bool {
+	return t != Settings{}
+}
 
 // Config returns the client TLS configuration t describes, or nil when t
 // sets nothing (the store's URL alone decides). Verification is on unless
 // InsecureSkipVerify is set; TLS 1.2 is the minimum.
-func Config(t config.TLS) (*tls.Config, error) {
+func Config(t Settings) (*tls.Config, error) {
 	if !t.Enabled() {
 		return nil, nil
 	}

@@ -6,16 +6,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/storetls/storetlstest"
 )
 
 func TestConfig(t *testing.T) {
-	if c, err := Config(config.TLS{}); c != nil || err != nil {
+	if c, err := Config(Settings{}); c != nil || err != nil {
 		t.Fatalf("no settings: %v %v, want nil, nil", c, err)
 	}
 	f := storetlstest.New(t)
-	c, err := Config(config.TLS{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey, ServerName: "db.internal"})
+	c, err := Config(Settings{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey, ServerName: "db.internal"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,12 +24,12 @@ func TestConfig(t *testing.T) {
 	notPEM := filepath.Join(t.TempDir(), "ca.txt")
 	os.WriteFile(notPEM, []byte("hello"), 0o600)
 	for _, tc := range []struct {
-		tls  config.TLS
+		tls  Settings
 		want string
 	}{
-		{config.TLS{CAFile: "/nonexistent/ca.pem"}, "tls caFile: open /nonexistent/ca.pem"},
-		{config.TLS{CAFile: notPEM}, "no PEM certificate in it"},
-		{config.TLS{CertFile: f.ClientCert, KeyFile: f.ServerKey}, "tls certFile/keyFile: "},
+		{Settings{CAFile: "/nonexistent/ca.pem"}, "tls caFile: open /nonexistent/ca.pem"},
+		{Settings{CAFile: notPEM}, "no PEM certificate in it"},
+		{Settings{CertFile: f.ClientCert, KeyFile: f.ServerKey}, "tls certFile/keyFile: "},
 	} {
 		if _, err := Config(tc.tls); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want %q", tc.tls, err, tc.want)

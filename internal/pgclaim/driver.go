@@ -1,0 +1,100 @@
+package pgclaim
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/secret"
+	"github.com/anarchon/anarchon/internal/store"
+	"github.com/anarchon/anarchon/internal/storetls"
+)
+
+// Settings are backend.postgres.
+type Settings struct {
+	DSN          string
+	Table        string
+	PasswordFile string
+	TLS          storetls.Settings
+	// SynchronousCommit is the synchronous_commit of the backend's
+	// sessions: on | off | local | remote_write | remote_apply; empty
+	// leaves the server's setting in effect.
+	SynchronousCommit string
+}
+
+// defaultTable is backend.postgres.table's default.
+const defaultTable = "anarchon_runs"
+
+var (
+	tablePattern = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]{0,47}\.)?[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+	// syncCommitLevels are PostgreSQL's synchronous_commit levels, as SHOW
+	// spells them (its aliases true, yes, 1, ... are not taken).
+	syncCommitLevels = []string{"on", "off", "local", "remote_write", "remote_apply"}
+)
+
+func init() {
+	store.Register(store.Driver{
+		Name:    "postgres",
+		Summary: "PostgreSQL: one row per run, leases, fenced writes; failover through a multi-host DSN",
+		Keys: []store.Key{
+			{Name: "dsn", Kind: store.String, Secret: true},
+			{Name: "table", Kind: store.String},
+			{Name: "passwordFile", Kind: store.String},
+			{Name: "synchronousCommit", Kind: store.String},
+			store.TLSKey,
+		},
+		Parse: parseSection,
+		Open: func(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
+			c := p.Settings.(Settings)
+			tc, err := storetls.Config(c.TLS)
+			if err != nil {
+				return nil, fmt.Errorf("backend.postgres.%w", err)
+			}
+			return New(ctx, Options{DSN: c.DSN, PasswordFile: c.PasswordFile, Table: c.Table, TLS: tc,
+				SynchronousCommit: c.SynchronousCommit, Log: p.Log})
+		},
+	})
+}
+
+func parseSection(s store.Section) store.Settings {
+	c := Settings{
+		DSN:               s.String("dsn", "", checkDSN),
+		Table:             s.String("table", defaultTable, store.Matches(tablePattern, "table name", "a table name of letters, digits and _ (at most 48), not starting with a digit, optionally schema-qualified (schema.table)")),
+		PasswordFile:      s.Path("passwordFile", ""),
+		SynchronousCommit: s.String("synchronousCommit", "", store.OneOf(syncCommitLevels...)),
+		TLS:               s.TLS(),
+	}
+	if s.Selected() && !s.Set("dsn") {
+		s.Errorf("dsn", "required when backend.type is postgres (a postgres:// URL or a key=value connection string)")
+	}
+	return c
+}
+
+// checkDSN accepts a postgres:// or postgresql:// URL or a key=value
+// connection string, without ever quoting it.
+func checkDSN(dsn string) string {
+	if strings.TrimSpace(dsn) == "" {
+		return "must not be empty"
+	}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return store.OneURL(dsn, []string{"postgres", "postgresql"})
+	}
+	if !strings.Contains(dsn, "=") {
+		return "must be a postgres:// URL or a key=value connection string (host=... dbname=...)"
+	}
+	return ""
+}
+
+// Describe implements store.Settings.
+func (c Settings) Describe() string {
+	return fmt.Sprintf("postgres (%s, table %s)", secret.Redact(c.DSN), c.Table)
+}
+
+// Leases implements store.Settings: PostgreSQL keeps a lease on every run.
+func (Settings) Leases() bool { return true }
+
+// Memory implements store.Settings: finished runs are kept until
+// backend.retention prunes them.
+func (Settings) Memory() []store.Limit { return nil }

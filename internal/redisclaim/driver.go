@@ -1,0 +1,130 @@
+package redisclaim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/secret"
+	"github.com/anarchon/anarchon/internal/store"
+	"github.com/anarchon/anarchon/internal/storetls"
+)
+
+// Settings are backend.redis.
+type Settings struct {
+	URL          string
+	Strategy     string // lease | stream-id | idmp | script | auto
+	PasswordFile string
+	DurationSec  int   // strategyOptions.durationSec (idmp)
+	WindowMs     int64 // strategyOptions.windowMs (script)
+	TLS          storetls.Settings
+}
+
+// Section defaults and bounds.
+const (
+	defaultURL         = "redis://127.0.0.1:6379/0"
+	defaultDurationSec = 3600
+	defaultWindowMs    = 3600000
+	// maxDurationSec is the largest IDMP-DURATION Redis accepts.
+	maxDurationSec = 86400
+)
+
+func init() {
+	store.Register(store.Driver{
+		Name:    "redis",
+		Summary: "Redis: strategy lease (leases, fenced writes) or a claim-only strategy (stream-id, idmp, script, auto)",
+		Keys: []store.Key{
+			{Name: "url", Kind: store.String, Secret: true},
+			{Name: "strategy", Kind: store.String},
+			{Name: "passwordFile", Kind: store.String},
+			{Name: "strategyOptions", Kind: store.Map, Children: []store.Key{
+				{Name: "durationSec", Kind: store.Int},
+				{Name: "windowMs", Kind: store.Int},
+			}},
+			store.TLSKey,
+		},
+		Parse: func(s store.Section) store.Settings {
+			return Settings{
+				URL:          s.String("url", defaultURL, store.URL("redis", "rediss", "unix")),
+				Strategy:     s.String("strategy", StrategyLease, store.OneOf(StrategyLease, StrategyStreamID, StrategyIDMP, StrategyScript, StrategyAuto)),
+				PasswordFile: s.Path("passwordFile", ""),
+				DurationSec:  int(s.Int("strategyOptions.durationSec", defaultDurationSec, store.IntRange(1, maxDurationSec))),
+				WindowMs:     s.Int("strategyOptions.windowMs", defaultWindowMs, store.Millis(1)),
+				TLS:          s.TLS(),
+			}
+		},
+		Open:  open,
+		Check: check,
+	})
+}
+
+// check answers, for validate, whether the server can run the strategy,
+// and which one auto picks.
+func check(ctx context.Context, st store.Settings) (string, error) {
+	c := st.(Settings)
+	tc, err := storetls.Config(c.TLS)
+	if err != nil {
+		return "", fmt.Errorf("backend.redis.%w", err)
+	}
+	eff, err := CheckStrategy(ctx, Options{URL: c.URL, PasswordFile: c.PasswordFile, TLS: tc, Strategy: c.Strategy})
+	if err != nil || eff == c.Strategy {
+		return "", err
+	}
+	return fmt.Sprintf("redis strategy %s: using %s on this server", c.Strategy, eff), nil
+}
+
+// open dispatches on backend.redis.strategy.
+func open(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
+	c := p.Settings.(Settings)
+	tc, err := storetls.Config(c.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("redis: backend.redis.%w", err)
+	}
+	o := Options{URL: c.URL, PasswordFile: c.PasswordFile, TLS: tc, Namespace: p.Namespace, Log: p.Log}
+	switch c.Strategy {
+	case StrategyLease, "":
+		return New(ctx, o)
+	case StrategyStreamID, StrategyIDMP, StrategyScript, StrategyAuto:
+		o.Strategy = c.Strategy
+		o.IDMPDuration = time.Duration(c.DurationSec) * time.Second
+		o.IDMPMaxSize = MaxIDMPMaxSize
+		o.Window = time.Duration(c.WindowMs) * time.Millisecond
+		return NewClaimOnly(ctx, o)
+	default:
+		return nil, fmt.Errorf("unknown redis strategy %q (want lease, stream-id, idmp, script or auto)", c.Strategy)
+	}
+}
+
+// Describe implements store.Settings.
+func (c Settings) Describe() string {
+	return fmt.Sprintf("redis %s (%s)", c.Strategy, secret.Redact(c.URL))
+}
+
+// Leases implements store.Settings: only the lease strategy keeps a lease
+// on every run.
+func (c Settings) Leases() bool { return c.Strategy == StrategyLease }
+
+// Memory implements store.Settings: idmp remembers a job's claims for
+// durationSec (and at most IDMP-MAXSIZE of them), script looks back
+// windowMs; auto may use either. stream-id, like lease, keeps every claim
+// until backend.retention.
+func (c Settings) Memory() []store.Limit {
+	var out []store.Limit
+	if c.Strategy == StrategyIDMP || c.Strategy == StrategyAuto {
+		auto := ""
+		if c.Strategy == StrategyAuto {
+			auto = " (strategy auto uses idmp on servers that have it)"
+		}
+		out = append(out, store.Limit{
+			Key: "strategyOptions.durationSec", Ms: int64(c.DurationSec) * 1000, Shown: fmt.Sprintf("%d s", c.DurationSec),
+			MaxClaims: MaxIDMPMaxSize,
+			Fix: fmt.Sprintf("the idmp strategy%s remembers at most %d claims per job (IDMP-MAXSIZE) and would forget slots early; lower durationSec, or use strategy script or lease",
+				auto, MaxIDMPMaxSize),
+		})
+	}
+	if c.Strategy == StrategyScript || c.Strategy == StrategyAuto {
+		out = append(out, store.Limit{Key: "strategyOptions.windowMs", Ms: c.WindowMs})
+	}
+	return out
+}

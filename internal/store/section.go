@@ -1,0 +1,63 @@
+package store
+
+import "github.com/anarchon/anarchon/internal/storetls"
+
+// Kind is the YAML shape a key takes.
+type Kind uint8
+
+// The kinds of keys a store's section may have.
+const (
+	String   Kind = iota // a YAML string
+	Int                  // a YAML integer
+	Bool                 // true or false
+	Duration             // a Go duration string: "90s"
+	Map                  // a mapping of the keys in Children
+)
+
+// Key is one key of a store's section.
+type Key struct {
+	Name string
+	Kind Kind
+	// Secret: the value may hold a password (a URL, a DSN); messages
+	// never quote it.
+	Secret bool
+	// Children are a Map's keys.
+	Children []Key
+}
+
+// TLSKey is the tls block every network store takes (its keys are
+// storetls.Settings'); Section.TLS reads it.
+var TLSKey = Key{Name: "tls", Kind: Map, Children: []Key{
+	{Name: "caFile", Kind: String},
+	{Name: "certFile", Kind: String},
+	{Name: "keyFile", Kind: String},
+	{Name: "serverName", Kind: String},
+	{Name: "insecureSkipVerify", Kind: Bool},
+}}
+
+// Section reads one store's section of the crontab (backend.<name>), with
+// the ANARCHON_BACKEND_<NAME>_* overrides applied. Keys are relative to the
+// section ("url", "strategyOptions.windowMs"). A value of the wrong type,
+// or one check refuses, is reported at its place (file, line, field or
+// environment variable) and the default is returned instead, so that
+// every problem of the crontab is reported at once.
+type Section interface {
+	// Selected reports whether backend.type names this store.
+	Selected() bool
+	// Set reports whether key is given (in the file or the environment).
+	Set(key string) bool
+	// String, Int, Bool and Duration return key's value, or dflt when
+	// it is not given. check, if not nil, returns what is wrong with a
+	// value ("" for nothing), said as the fix: "must be one of a, b".
+	String(key, dflt string, check func(string) string) string
+	Int(key string, dflt int64, check func(int64) string) int64
+	Bool(key string, dflt bool) bool
+	// Path is a file name: relative to the crontab's directory, so that
+	// every command given the same --config opens the same file.
+	Path(key, dflt string) string
+	// TLS reads the tls block (TLSKey), its file names as Path does.
+	TLS() storetls.Settings
+	// Errorf reports a problem at key's place, or at backend.type's when
+	// key is not given (a required key that is missing).
+	Errorf(key, format string, args ...any)
+}
