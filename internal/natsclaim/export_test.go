@@ -6,9 +6,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Redact is redact, for the tests of the external package.
-var Redact = redact
-
 // LeaderGetMsg is leaderGetMsg.
 func (b *Backend) LeaderGetMsg(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
 	return b.leaderGetMsg(ctx, seq)

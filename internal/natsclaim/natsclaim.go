@@ -285,15 +285,15 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open nats backend: %w", err)
 	}
-	where := redact(o.URL)
-	secrets := urlSecrets(o.URL)
+	where := secret.Redact(o.URL)
+	secrets := secret.Find(o.URL)
 	var auth []nats.Option
 	if o.PasswordFile != "" {
 		pw, err := secret.ReadFile(o.PasswordFile, "backend.nats.passwordFile")
 		if err != nil {
 			return nil, fmt.Errorf("open nats backend: %w", err)
 		}
-		secrets = withSecret(secrets, pw)
+		secrets = append(secrets, pw)
 		if o.URL, auth, err = passwordAuth(o.URL, pw); err != nil {
 			return nil, fmt.Errorf("open nats backend: %w", err)
 		}
@@ -303,7 +303,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	}
 	nc, err := connect(ctx, o, secrets, auth)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", where, scrub(refusal(err), secrets))
+		return nil, fmt.Errorf("connect to %s: %w", where, secret.Scrub(refusal(err), secrets...))
 	}
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(o.Timeout))
 	if err != nil {
@@ -316,7 +316,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	}
 	if err := b.ensureStream(ctx, o); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("%s: %w", where, scrub(refusal(err), secrets))
+		return nil, fmt.Errorf("%s: %w", where, secret.Scrub(refusal(err), secrets...))
 	}
 	return b, nil
 }
@@ -335,7 +335,7 @@ func passwordAuth(rawURL, pw string) (string, []nats.Option, error) {
 		}
 		u, err := url.Parse(part)
 		if err != nil {
-			return "", nil, fmt.Errorf("server URL %s: cannot be parsed", redact(part))
+			return "", nil, fmt.Errorf("server URL %s: cannot be parsed", secret.Redact(part))
 		}
 		if u.User != nil {
 			name := u.User.Username()
@@ -362,14 +362,14 @@ func connect(ctx context.Context, o Options, secrets []string, extra []nats.Opti
 	// no longer names it once the connection is lost.
 	var server atomic.Pointer[string]
 	setServer := func(nc *nats.Conn) {
-		u := redact(nc.ConnectedUrlRedacted())
+		u := secret.Redact(nc.ConnectedUrlRedacted())
 		server.Store(&u)
 	}
 	lastServer := func() string {
 		if u := server.Load(); u != nil {
 			return *u
 		}
-		return redact(o.URL)
+		return secret.Redact(o.URL)
 	}
 	opts := []nats.Option{
 		nats.Name(o.Name),
@@ -390,7 +390,7 @@ func connect(ctx context.Context, o Options, secrets []string, extra []nats.Opti
 				return
 			}
 			log.Warn("nats connection lost; reconnecting", zap.String("url", lastServer()),
-				zap.String("error", hide(err.Error(), secrets)))
+				zap.String("error", secret.Hide(err.Error(), secrets...)))
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			setServer(nc)
@@ -401,7 +401,7 @@ func connect(ctx context.Context, o Options, secrets []string, extra []nats.Opti
 			if sub != nil {
 				subj = sub.Subject
 			}
-			log.Warn("nats asynchronous error", zap.String("subject", subj), zap.String("error", hide(err.Error(), secrets)))
+			log.Warn("nats asynchronous error", zap.String("subject", subj), zap.String("error", secret.Hide(err.Error(), secrets...)))
 		}),
 	}
 	opts = append(opts, extra...)

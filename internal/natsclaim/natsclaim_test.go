@@ -21,6 +21,7 @@ import (
 	"github.com/anarchon/anarchon/internal/claim/claimtest"
 	"github.com/anarchon/anarchon/internal/faultproxy"
 	"github.com/anarchon/anarchon/internal/natsclaim"
+	"github.com/anarchon/anarchon/internal/secret"
 	"github.com/anarchon/anarchon/internal/testserver"
 )
 
@@ -38,7 +39,7 @@ func hostPort(t testing.TB, raw string) string {
 	first := strings.TrimSpace(strings.Split(raw, ",")[0])
 	u, err := url.Parse(first)
 	if err != nil {
-		t.Fatalf("ANARCHON_TEST_NATS_URL %q: %v", natsclaim.Redact(raw), err)
+		t.Fatalf("ANARCHON_TEST_NATS_URL %q: %v", secret.Redact(raw), err)
 	}
 	if u.Port() == "" {
 		return u.Hostname() + ":4222"
@@ -724,25 +725,12 @@ func TestHugeOutputTail(t *testing.T) {
 	}
 }
 
-func TestRedact(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"nats://u:s3cret@h:4222", "nats://u:xxxxx@h:4222"},
-		{"nats://T0KEN@h:4222, nats://u:pw@h2", "nats://xxxxx@h:4222, nats://u:xxxxx@h2"},
-		{"nats://h1:4222,nats://h2:4222", "nats://h1:4222,nats://h2:4222"},
-		{`parse "nats://T0KEN@h:x": invalid port`, `parse "nats://xxxxx@h:x": invalid port`},
-	} {
-		if got := natsclaim.Redact(c.in); got != c.want {
-			t.Errorf("Redact(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
 func TestConnectErrorHidesCredentials(t *testing.T) {
 	requireNATS(t)
 	for _, u := range []string{"nats://user:s3cretpw@127.0.0.1:1", "nats://s3cretpw@127.0.0.1:1", "nats://user:s3cretpw@127.0.0.1:x"} {
 		_, err := natsclaim.New(t.Context(), natsclaim.Options{URL: u, Stream: "X", Namespace: "x"})
 		if err == nil {
-			t.Fatalf("connect to %s must fail", natsclaim.Redact(u))
+			t.Fatalf("connect to %s must fail", secret.Redact(u))
 		}
 		if strings.Contains(err.Error(), "s3cretpw") {
 			t.Fatalf("the error leaks the secret: %v", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/natsclaim"
+	"github.com/anarchon/anarchon/internal/secret"
 	"github.com/anarchon/anarchon/internal/storetls"
 	"github.com/anarchon/anarchon/internal/storetls/storetlstest"
 	"github.com/anarchon/anarchon/internal/testserver"
@@ -200,7 +201,7 @@ func TestPasswordFileUser(t *testing.T) {
 	for _, url := range []string{"nats://alice@" + host, "nats://alice:wrong@" + host} {
 		b, err := natsclaim.New(t.Context(), opts(url, good))
 		if err != nil {
-			t.Fatalf("New(%s) with the password file: %v", natsclaim.Redact(url), err)
+			t.Fatalf("New(%s) with the password file: %v", secret.Redact(url), err)
 		}
 		b.Close()
 	}

@@ -132,7 +132,7 @@ type Backend struct {
 	pool    *pgxpool.Pool
 	log     *zap.Logger
 	names   names
-	secrets secrets
+	secrets []string // the passwords to scrub from errors
 	refuse  refusals
 	sql     queries
 }
@@ -253,23 +253,23 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		o.Log = zap.NewNop()
 	}
 	dsn := secret.Redact(o.DSN)
-	sec := secretsOf(o.DSN)
+	sec := secret.Find(o.DSN)
 	cfg, err := pgxpool.ParseConfig(o.DSN)
 	if err != nil {
-		return nil, sec.wrap(fmt.Errorf("parse postgres dsn %s: %w", dsn, err))
+		return nil, secret.Scrub(fmt.Errorf("parse postgres dsn %s: %w", dsn, err), sec...)
 	}
-	sec.add(cfg.ConnConfig.Password)
+	sec = append(sec, cfg.ConnConfig.Password)
 	refuse := refusals{role: cfg.ConnConfig.User, table: o.Table}
 	if refuse.table == "" {
 		refuse.table = DefaultTable
 	}
-	fail := func(err error) error { return refuse.classify(sec.wrap(err), err) }
+	fail := func(err error) error { return refuse.classify(secret.Scrub(err, sec...), err) }
 	if o.PasswordFile != "" {
 		pw, err := secret.ReadFile(o.PasswordFile, "backend.postgres.passwordFile")
 		if err != nil {
 			return nil, fail(fmt.Errorf("postgres %s: %w", dsn, err))
 		}
-		sec.add(pw)
+		sec = append(sec, pw)
 		cfg.ConnConfig.Password = pw
 	}
 	if o.TLS != nil {
@@ -340,7 +340,9 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 }
 
 // wrap scrubs err's passwords and classifies the server's refusals.
-func (b *Backend) wrap(err error) error { return b.refuse.classify(b.secrets.wrap(err), err) }
+func (b *Backend) wrap(err error) error {
+	return b.refuse.classify(secret.Scrub(err, b.secrets...), err)
+}
 
 // requireTLS makes every connection attempt of cc (the primary host and
 // every fallback) use TLS with t, its ServerName defaulting to the host's

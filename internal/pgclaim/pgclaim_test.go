@@ -379,34 +379,6 @@ func closedPort(t *testing.T) string {
 	return port
 }
 
-func TestScrub(t *testing.T) {
-	const pw = "s3 cr@t/x"
-	s := secretsOf("postgres://u:" + url.PathEscape(pw) + "@h/db")
-	s.add("fromFile")
-	cause := fmt.Errorf("renew x: %w", claim.ErrFenced)
-	for _, msg := range []string{pw, url.PathEscape(pw), url.QueryEscape(pw), "fromFile",
-		"dial postgres://u:" + url.PathEscape(pw) + "@h/db", "password=" + pw} {
-		err := s.wrap(fmt.Errorf("boom %s: %w", msg, cause))
-		if strings.Contains(err.Error(), "fromFile") || strings.Contains(err.Error(), "cr@t") ||
-			strings.Contains(err.Error(), "cr%40t") {
-			t.Errorf("scrub(%q) = %q: the password is still there", msg, err)
-		}
-		if !errors.Is(err, claim.ErrFenced) {
-			t.Errorf("a scrubbed error must still answer errors.Is for its cause: %v", err)
-		}
-		if errors.Unwrap(err) != nil {
-			t.Errorf("a scrubbed error must not unwrap to the unscrubbed chain: %v", err)
-		}
-	}
-	plain := fmt.Errorf("claim j@1: %w", context.Canceled)
-	if got := s.wrap(plain); got != plain { //nolint:errorlint // the same error, not one that wraps it
-		t.Errorf("an error without a password must come back unchanged, got %v", got)
-	}
-	if s.wrap(nil) != nil {
-		t.Error("wrap(nil) must be nil")
-	}
-}
-
 // TestPasswordFileUsed: with a password file the backend connects (the
 // test server trusts local connections, so the password is not checked).
 func TestPasswordFileUsed(t *testing.T) {

@@ -225,11 +225,12 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		tokens:  newTokenBook(o.Clock, o.SlotTTL),
 	}
 	b.prepared = newPreparedGates(2 * b.PrepareLead())
+	b.secrets = secret.Find(o.URL)
 	uri, err := amqp.ParseURI(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", b.where, b.scrub(err))
 	}
-	b.secrets = []string{uri.Password}
+	b.secrets = append(b.secrets, uri.Password)
 	if o.PasswordFile != "" || o.TLS != nil {
 		pw := ""
 		if o.PasswordFile != "" {
@@ -387,39 +388,6 @@ func segmentSize(maxBytes int64) int64 {
 	return min(max(maxBytes/16, 1<<20), 64<<20)
 }
 
-// scrubbedError is an error whose message had the URL's password removed.
-// It does not unwrap (the original's message may hold the password), but
-// errors.Is and errors.As see through it.
-type scrubbedError struct {
-	msg string
-	err error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-
-func (e *scrubbedError) Is(target error) bool { return errors.Is(e.err, target) }
-
-func (e *scrubbedError) As(target any) bool { return errors.As(e.err, target) }
-
-// scrub returns err with the URL's password (as written and
-// percent-encoded) and every URL password in its message hidden.
-func (b *Backend) scrub(err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := secret.Redact(err.Error())
-	for _, s := range b.secrets {
-		if s == "" {
-			continue
-		}
-		for _, form := range []string{s, url.PathEscape(s), url.QueryEscape(s), url.UserPassword("", s).String()[1:]} {
-			if form != "" {
-				msg = strings.ReplaceAll(msg, form, "xxxxx")
-			}
-		}
-	}
-	if msg == err.Error() {
-		return err
-	}
-	return &scrubbedError{msg: msg, err: err}
-}
+// scrub returns err with the backend's passwords and every URL password in
+// its message hidden (secret.Scrub).
+func (b *Backend) scrub(err error) error { return secret.Scrub(err, b.secrets...) }

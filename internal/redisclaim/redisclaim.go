@@ -50,8 +50,8 @@
 // the password. Sentinels are reached without AUTH unless the URL sets
 // sentinel_username=NAME and/or sentinel_password_file=PATH. A password
 // never goes in a query option (password=... is refused): the password
-// never appears in a log line or an error (config.Redact, and every error of
-// New is scrubbed of it).
+// never appears in a log line or an error (secret.Redact, and every error of
+// New is scrubbed of it: secret.Scrub).
 //
 // Cluster holds only database 0: a cluster URL with another database is an
 // error. A Sentinel URL with replica_only is refused (claims write to the
@@ -86,7 +86,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,7 +94,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/secret"
 )
 
@@ -227,7 +225,7 @@ func connect(ctx context.Context, o Options) (c redis.UniversalClient, owned boo
 		if owned {
 			c.Close()
 		}
-		return nil, false, fmt.Errorf("connect to %s: %w", where, scrub(err, secrets...))
+		return nil, false, fmt.Errorf("connect to %s: %w", where, secret.Scrub(err, secrets...))
 	}
 	return c, owned, nil
 }
@@ -258,50 +256,6 @@ func parseVersion(v string) (major, minor int, ok bool) {
 	major, err1 := strconv.Atoi(parts[0])
 	minor, err2 := strconv.Atoi(parts[1])
 	return major, minor, err1 == nil && err2 == nil
-}
-
-// scrubbedError is an error whose message had secrets removed. It does not
-// unwrap: the original's message may hold the password.
-type scrubbedError struct {
-	msg string
-	err error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-
-// Is lets errors.Is see through to the original (context.Canceled, ...)
-// without handing the original, and its message, to anyone.
-func (e *scrubbedError) Is(target error) bool { return errors.Is(e.err, target) }
-
-// As lets errors.As find a claim.PermanentError in the original, for its
-// classification; its message is this one's.
-func (e *scrubbedError) As(target any) bool {
-	if _, ok := target.(**claim.PermanentError); ok {
-		return errors.As(e.err, target)
-	}
-	return false
-}
-
-// scrub returns err with every secret (as written, and percent-encoded as a
-// URL would carry it) and every URL password in its message replaced by
-// "xxxxx".
-func scrub(err error, secrets ...string) error {
-	if err == nil {
-		return nil
-	}
-	msg := secret.Redact(err.Error())
-	for _, s := range secrets {
-		if s == "" {
-			continue
-		}
-		for _, form := range []string{s, userinfoEscape(s), url.QueryEscape(s)} {
-			msg = strings.ReplaceAll(msg, form, "xxxxx")
-		}
-	}
-	if msg == err.Error() {
-		return err
-	}
-	return &scrubbedError{msg: msg, err: err}
 }
 
 // loadScripts loads scripts into the script cache of the server (of every

@@ -348,8 +348,3 @@ func popBool(q url.Values, k string) (bool, error) {
 func parseErr(err error) error {
 	return fmt.Errorf("bad URL: %s", strings.TrimPrefix(err.Error(), "redis: "))
 }
-
-// userinfoEscape is s percent-encoded as a URL's password.
-func userinfoEscape(s string) string {
-	return strings.TrimPrefix(url.UserPassword("", s).String(), ":")
-}

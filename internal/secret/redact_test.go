@@ -15,6 +15,8 @@ func TestRedact(t *testing.T) {
 		{"nats://h1:4222,nats://c:d@h2", "nats://h1:4222,nats://c:xxxxx@h2"},
 		{"nats://s3cretToken@h1:4222", "nats://xxxxx@h1:4222"},
 		{"tls://s3cretToken@h1:4222,redis://user@h2", "tls://xxxxx@h1:4222,redis://user@h2"},
+		{"nats://T0KEN@h:4222, nats://u:pw@h2", "nats://xxxxx@h:4222, nats://u:xxxxx@h2"},
+		{`parse "nats://T0KEN@h:x": invalid port`, `parse "nats://xxxxx@h:x": invalid port`},
 		{"host=db user=app password=s3cret dbname=cron", "host=db user=app password=xxxxx dbname=cron"},
 		{"host=db password='s3 cr\\'et' dbname=cron", "host=db password=xxxxx dbname=cron"},
 		{"password=s3cret", "password=xxxxx"},

@@ -1,6 +1,9 @@
-// Package secret reads the password files the stores take
-// (backend.*.passwordFile), refusing one that others than its owner (and, for
-// a file root owns, the daemon's group) can read.
+// Package secret keeps the stores' passwords out of what anarchond shows.
+// It reads the password files the stores take (backend.*.passwordFile),
+// refusing one that others than its owner (and, for a file root owns, the
+// daemon's group) can read; it hides the passwords of URLs and DSNs in text
+// (Redact) and finds them (Find); and it hides every password a store knows
+// in its errors (Scrub) and log lines (Hide), one way for every store.
 package secret
 
 import (
