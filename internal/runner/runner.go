@@ -76,7 +76,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"syscall"
 	"time"
 
@@ -200,295 +199,22 @@ const (
 	notStartedCode = -1
 )
 
-// stopKind is why the runner stopped the command; a later, larger kind wins.
-type stopKind int
-
-const (
-	stopNone stopKind = iota
-	stopTimeout
-	stopShutdown
-	stopFenced
-	stopLeaseLost
-)
-
 // Run executes e and blocks until the command has exited and its result is
 // recorded, or the attempt was fenced, or (after ctx is cancelled: the hard
 // stop at the end of the daemon's shutdown grace) the command is stopped and
 // the lease released.
 func (r *Runner) Run(ctx context.Context, e Execution) Report {
-	clk := r.Clock
-	if clk == nil {
-		clk = clock.Real{}
-	}
-	log := r.Log
-	if log == nil {
-		log = zap.NewNop()
-	}
-	log = log.With(r.fields(e)...)
-	leaser, _ := r.Backend.(claim.Leaser)
-	start := clk.Now()
-	anchor := e.ClaimedAt
-	if anchor.IsZero() {
-		anchor = start
-	}
-	job := e.Job
-
-	if ctx.Err() != nil {
-		log.Warn("job not started: the daemon is stopping")
-		return r.hardStop(ctx, clk, log, e, leaser, start, Report{ExitCode: notStartedCode}, "")
-	}
-	if leaser != nil && job.Lease > 0 && start.Sub(anchor) >= job.Lease {
-		// The lease had run out before the command could start (a re-sent
-		// claim answered with its first copy's lease): the store already
-		// treats the run as abandoned (a backup may have taken it over, or
-		// the overlap check let the job's next slot start). Renewing would
-		// revive it beside them: leave it to the backups.
-		log.Warn("job not started: its lease had run out when the claim's answer arrived",
-			zap.Duration("since_lease_start", start.Sub(anchor)), zap.Duration("lease", job.Lease))
-		return Report{Fenced: true, Err: ErrLeaseLost}
-	}
-	if leaser != nil && job.Lease > 0 && start.Sub(anchor) > job.Lease/2 {
-		// The claim's answer came late (a slow or lossy store): all the
-		// runner can prove is a lease counted from the claim's send, and
-		// it may be nearly over. Renew it before starting the command.
-		var rep Report
-		if anchor, e.LeaseUntil, rep = r.proveLease(ctx, clk, log, e); rep.Err != nil {
-			return rep
-		}
-	}
-	l, err := r.prepare(e)
-	var p *process
-	if err == nil {
-		l.rec = r.recordOf(e)
-		p, err = r.start(l, job.OutputTailBytes, log, r.gate(clk, leaser, job, anchor))
-	}
-	if errors.Is(err, ErrLeaseLost) {
-		log.Warn("job not started: its lease was nearly over when the fork was due", zap.Error(err))
-		return Report{Fenced: true, Err: err}
-	}
-	if err != nil {
-		return r.notStarted(ctx, clk, log, e, start, err)
-	}
-	if p.late {
-		return r.startedLate(clk, log, p, start)
-	}
-	if r.Hooks.Started != nil {
-		r.Hooks.Started(e, clk.Now())
-	}
-	switch {
-	case p.cmd == nil:
-		// Its exit code (127 or 126) and output say why; the run is
-		// recorded as failed like any other.
-		log.Warn("job's program could not be started", zap.Int("exit_code", p.code))
-	case e.LeaseUntil.IsZero():
-		log.Info("job started", zap.Int("pid", p.pid))
-	default:
-		log.Info("job started", zap.Int("pid", p.pid), zap.Time("lease_until", e.LeaseUntil))
-	}
-
-	// The heartbeat lives until Run returns: it keeps the lease while the
-	// command stops and while the result is recorded.
-	var hbEvents <-chan hbEvent
-	hbCtx, hbCancel := context.WithCancel(context.WithoutCancel(ctx))
-	hbDone := make(chan struct{})
-	if leaser != nil && job.Lease > 0 {
-		h := newHeartbeat(leaser, clk, log, e.Fence, job.Lease, job.Heartbeat)
-		h.observe = r.observeRenewal
-		hbEvents = h.events
-		go func() {
-			defer close(hbDone)
-			h.run(hbCtx, anchor)
-		}()
-	} else {
-		close(hbDone)
-	}
-	stopHeartbeat := func() {
-		hbCancel()
-		<-hbDone
-	}
-	defer stopHeartbeat()
-
-	var (
-		why      stopKind
-		timeoutT clock.Timer
-		timeoutC <-chan time.Time
-		killT    clock.Timer
-		killC    <-chan time.Time
-		killAt   time.Time
-		killed   bool
-		termSent bool
-	)
-	if job.Timeout > 0 {
-		timeoutT = clk.NewTimer(job.Timeout)
-		timeoutC = timeoutT.C()
-	}
-	// stop ends the command: SIGTERM to the group once, SIGKILL after grace
-	// (a later stop may only bring the SIGKILL forward).
-	stop := func(k stopKind, grace time.Duration) {
-		why = max(why, k)
-		if killed {
-			return
-		}
-		if !termSent {
-			termSent = true
-			p.signal(syscall.SIGTERM)
-		}
-		if grace <= 0 {
-			killed = true
-			p.signal(syscall.SIGKILL)
-			return
-		}
-		at := clk.Now().Add(grace)
-		switch {
-		case killT == nil:
-			killT = clk.NewTimer(grace)
-			killC = killT.C()
-			killAt = at
-		case at.Before(killAt):
-			killT.Reset(grace)
-			killAt = at
-		}
-	}
-	ctxDone := ctx.Done()
-	for exited := false; !exited; {
-		select {
-		case <-p.exited:
-			exited = true
-		case <-timeoutC:
-			timeoutC = nil
-			log.Warn("job timed out; stopping it", zap.Duration("timeout", job.Timeout),
-				zap.Duration("kill_grace", job.KillGrace))
-			stop(stopTimeout, job.KillGrace)
-		case ev := <-hbEvents:
-			hbEvents = nil
-			select {
-			case <-p.exited:
-				// The command ended on its own before the fence was
-				// handled (both were ready): its result stands, and is
-				// recorded fenced by the token, which the store checks.
-				exited = true
-				continue
-			default:
-			}
-			now := clk.Now()
-			if ev.err != nil {
-				log.Error("fenced: another instance took over; surrendering the run", zap.Error(ev.err))
-				stop(stopFenced, job.KillGrace)
-				break
-			}
-			grace := min(job.KillGrace, ev.leaseEnd.Sub(now))
-			log.Error("fenced by my own clock: no renewal succeeded within the lease (store unreachable, or this process was paused); stopping the job",
-				zap.Duration("since_renewal", now.Sub(ev.renewed)), zap.Duration("lease", job.Lease),
-				zap.Duration("kill_grace", max(grace, 0)))
-			stop(stopLeaseLost, grace)
-		case <-ctxDone:
-			ctxDone = nil
-			log.Warn("shutdown grace is over; stopping the job", zap.Duration("kill_grace", job.KillGrace))
-			stop(stopShutdown, job.KillGrace)
-		case <-killC:
-			killC = nil
-			killed = true
-			log.Warn("job still running after SIGTERM; sending SIGKILL to its process group")
-			p.signal(syscall.SIGKILL)
-		}
-	}
-	for _, t := range []clock.Timer{timeoutT, killT} {
-		if t != nil {
-			t.Stop()
-		}
-	}
-	code := p.finish(clk, log)
-	end := clk.Now()
-	rep := Report{ExitCode: code, Duration: end.Sub(start)}
-	tail := p.out.tailString()
-
-	switch why {
-	case stopFenced:
-		rep.Fenced = true
-		rep.Err = fmt.Errorf("surrendered the run: %w", claim.ErrFenced)
-		log.Warn("job stopped after fencing; result not recorded", zap.Int("exit_code", code))
+	a := r.newAttempt(ctx, e)
+	if rep, ok := a.prepare(); !ok {
 		return rep
-	case stopLeaseLost:
-		if killedBy(code, syscall.SIGTERM, syscall.SIGKILL) {
-			rep.Fenced = true
-			rep.Err = ErrLeaseLost
-			log.Warn("job stopped after fencing myself; result not recorded", zap.Int("exit_code", code))
-			return rep
-		}
-		// The command ended on its own, not by the stop: while this
-		// process was paused, or just as its lease check fired. Its result
-		// stands and is recorded fenced by the token: the store refuses it
-		// if a backup took the run over meanwhile.
-		log.Warn("lease check failed but the job had ended on its own; recording its result, fenced by its token", zap.Int("exit_code", code))
-		rep.Status = statusOf(code)
-	case stopShutdown:
-		// A renewal after the release would take the lease back.
-		stopHeartbeat()
-		return r.hardStop(ctx, clk, log, e, leaser, start, rep, tail)
-	case stopTimeout:
-		rep.Status = claim.StatusTimeout
-	default:
-		rep.Status = statusOf(code)
 	}
-	fields := []zap.Field{zap.String("status", string(rep.Status)), zap.Int("exit_code", code),
-		zap.Duration("duration", rep.Duration)}
-	if rep.Status == claim.StatusSucceeded {
-		log.Info("job finished", fields...)
-	} else {
-		log.Warn("job finished", fields...)
+	if rep, ok := a.fork(); !ok {
+		return rep
 	}
-	fin := claim.Finish{Status: rep.Status, ExitCode: code, OutputTail: tail,
-		StartedAt: start.UTC(), FinishedAt: end.UTC()}
-	rep.Recorded, rep.Fenced, rep.Err = r.record(ctx, clk, log, e.Fence, fin,
-		max(recordWindow, job.Lease), callTimeout(job), ctx.Done())
-	return rep
-}
-
-// recordOf is what the attempt's record (Records) says of e.
-func (r *Runner) recordOf(e Execution) attemptRecord {
-	slot, _ := slotOf(e)
-	return attemptRecord{Job: jobName(e), Slot: slotString(slot), Attempt: e.Fence.Attempt, Instance: r.Instance}
-}
-
-// gate is the lease check around the fork of e's command: the lease runs
-// from anchor on lease backends; claim-only backends have none.
-func (r *Runner) gate(clk clock.Clock, leaser claim.Leaser, job config.Job, anchor time.Time) startGate {
-	g := startGate{clk: clk, beforeFork: r.beforeFork, afterFork: r.afterFork}
-	if leaser != nil && job.Lease > 0 {
-		g.leaseEnd, g.margin = anchor.Add(job.Lease), fenceMargin(job.Lease)
-	}
-	return g
-}
-
-// startedLate ends an attempt whose exec completed after its lease had
-// ended (startGate): its process group was SIGKILLed at once; the attempt
-// is fenced, and nothing is recorded (a backup may hold the run already).
-func (r *Runner) startedLate(clk clock.Clock, log *zap.Logger, p *process, start time.Time) Report {
-	<-p.exited
-	code := p.finish(clk, log)
-	log.Error("fenced: the job's exec completed after its lease had ended (a starved machine); killed it at once, result not recorded",
-		zap.Int("exit_code", code))
-	return Report{Fenced: true, ExitCode: code, Duration: clk.Now().Sub(start),
-		Err: fmt.Errorf("%w: the exec completed after the lease ended", ErrLeaseLost)}
-}
-
-// notStarted records a command that could not be started as failed, exit
-// code -1, with the error as its output.
-func (r *Runner) notStarted(ctx context.Context, clk clock.Clock, log *zap.Logger, e Execution, start time.Time, err error) Report {
-	log.Error("job could not be started", zap.Error(err))
-	now := clk.Now()
-	rep := Report{Status: claim.StatusFailed, ExitCode: notStartedCode, Duration: now.Sub(start)}
-	fin := claim.Finish{Status: claim.StatusFailed, ExitCode: notStartedCode,
-		OutputTail: truncateTail(err.Error()+"\n", e.Job.OutputTailBytes),
-		StartedAt:  start.UTC(), FinishedAt: now.UTC()}
-	var recErr error
-	rep.Recorded, rep.Fenced, recErr = r.record(ctx, clk, log, e.Fence, fin,
-		max(recordWindow, e.Job.Lease), callTimeout(e.Job), ctx.Done())
-	rep.Err = err
-	if recErr != nil {
-		rep.Err = errors.Join(err, recErr)
-	}
-	return rep
+	a.startHeartbeat()
+	defer a.stopHeartbeat()
+	a.supervise()
+	return a.settle()
 }
 
 // observeRenewal passes a renewal's outcome to the hooks.
@@ -508,67 +234,6 @@ func (r *Runner) observeRenewal(res claim.Result, err error) {
 	}
 }
 
-// proveLease renews e's lease before its command starts and returns the
-// instant the renewal was sent, from which the lease counts, and the
-// lease's new end in store time ("job started" logs it). A renewal that
-// fails leaves the command unstarted: fenced, or unproven (a backup takes
-// the run over once the lease has expired).
-func (r *Runner) proveLease(ctx context.Context, clk clock.Clock, log *zap.Logger, e Execution) (time.Time, time.Time, Report) {
-	leaser := r.Backend.(claim.Leaser)
-	sent := clk.Now()
-	cctx, cancel := clock.WithTimeout(ctx, clk, callTimeout(e.Job))
-	res, err := leaser.Renew(cctx, e.Fence, e.Job.Lease)
-	cancel()
-	r.observeRenewal(res, err)
-	switch {
-	case errors.Is(err, claim.ErrFenced):
-		log.Warn("job not started: the run belongs to another attempt", zap.Error(err))
-		return sent, e.LeaseUntil, Report{Fenced: true, Err: fmt.Errorf("surrendered the run: %w", err)}
-	case err != nil:
-		log.Warn("job not started: the claim was answered too late to prove the lease, and renewing it failed", zap.Error(err))
-		return sent, e.LeaseUntil, Report{Fenced: true, Err: fmt.Errorf("%w: %w", ErrLeaseLost, err)}
-	}
-	if left := res.LeaseUntil.Sub(res.StoreNow); !res.LeaseUntil.IsZero() && !res.StoreNow.IsZero() && left < e.Job.Lease {
-		sent = sent.Add(left - e.Job.Lease)
-	}
-	if res.LeaseUntil.IsZero() {
-		return sent, e.LeaseUntil, Report{}
-	}
-	return sent, res.LeaseUntil, Report{}
-}
-
-// hardStop ends an attempt that the daemon's hard stop interrupted: lease
-// backends release the lease, claim-only backends record it as interrupted.
-func (r *Runner) hardStop(ctx context.Context, clk clock.Clock, log *zap.Logger, e Execution, leaser claim.Leaser, start time.Time, rep Report, tail string) Report {
-	rep.Err = ErrStopped
-	if leaser != nil {
-		_, err := retryStore(ctx, clk, releaseWindow, callTimeout(e.Job), nil, func(ctx context.Context) error {
-			return leaser.Release(ctx, e.Fence)
-		}, func(err error) { log.Warn("releasing the lease failed; retrying", zap.Error(err)) })
-		switch {
-		case err == nil:
-			rep.Released = true
-			log.Info("lease released for a backup to take over", zap.Int("exit_code", rep.ExitCode))
-		case errors.Is(err, claim.ErrFenced):
-			rep.Fenced = true
-			log.Warn("lease not released: the run belongs to a newer attempt", zap.Error(err))
-		default:
-			log.Error("lease not released; a backup takes over when it ends", zap.Error(err))
-			rep.Err = errors.Join(ErrStopped, fmt.Errorf("releasing the lease: %w", err))
-		}
-		return rep
-	}
-	rep.Status = claim.StatusInterrupted
-	fin := claim.Finish{Status: claim.StatusInterrupted, ExitCode: rep.ExitCode, OutputTail: tail,
-		StartedAt: start.UTC(), FinishedAt: start.Add(rep.Duration).UTC()}
-	var err error
-	rep.Recorded, rep.Fenced, err = r.record(ctx, clk, log, e.Fence, fin, releaseWindow, callTimeout(e.Job), nil)
-	if err != nil {
-		rep.Err = errors.Join(ErrStopped, err)
-	}
-	return rep
-}
-
 // statusOf is the status of a command that exited with code.
 func statusOf(code int) claim.Status {
 	if code != 0 {
@@ -586,31 +251,6 @@ func killedBy(code int, sigs ...syscall.Signal) bool {
 		}
 	}
 	return false
-}
-
-// record stores fin with Finish, retrying transport errors for window or
-// until giveUp is closed.
-func (r *Runner) record(ctx context.Context, clk clock.Clock, log *zap.Logger, f claim.Fence, fin claim.Finish, window, perCall time.Duration, giveUp <-chan struct{}) (recorded, fenced bool, err error) {
-	attempts, err := retryStore(ctx, clk, window, perCall, giveUp, func(ctx context.Context) error {
-		err := r.Backend.Finish(ctx, f, fin)
-		if err != nil && !errors.Is(err, claim.ErrFenced) && r.Hooks.StoreError != nil {
-			r.Hooks.StoreError("finish", err)
-		}
-		return err
-	}, func(err error) { log.Warn("recording the result failed; retrying", zap.Error(err)) })
-	switch {
-	case err == nil:
-		if attempts > 1 {
-			log.Info("result recorded", zap.Int("attempts", attempts))
-		}
-		return true, false, nil
-	case errors.Is(err, claim.ErrFenced):
-		log.Warn("result not recorded: the run is no longer this attempt's (a backup took it over, or marked it interrupted after its lease ran out)", zap.Error(err))
-		return false, true, fmt.Errorf("recording the result: %w", err)
-	default:
-		log.Error("result not recorded", zap.Error(err), zap.Int("attempts", attempts))
-		return false, false, fmt.Errorf("recording the result: %w", err)
-	}
 }
 
 // retryStore calls op until it succeeds or fails for good (claim.ErrFenced,
@@ -668,6 +308,7 @@ func slotString(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
+// jobName is the job's name: the crontab's, or else the fence's.
 func jobName(e Execution) string {
 	if e.Job.Name != "" {
 		return e.Job.Name
