@@ -47,17 +47,9 @@ func (r *Runner) start(l launch, tailBytes int, log *zap.Logger, g startGate) (*
 	if err := platformCheck(); err != nil {
 		return nil, err
 	}
-	var cmd *exec.Cmd
-	if r.Guard != nil {
-		cmd = &exec.Cmd{Path: l.argv[0], Args: l.argv, Env: l.env, Dir: l.spec.Dir, SysProcAttr: jobAttr(l.spec)}
-	} else {
-		spec, err := json.Marshal(l.spec)
-		if err != nil {
-			return nil, fmt.Errorf("encoding the supervisor's spec: %w", err)
-		}
-		cmd = exec.Command(r.Supervisor[0], append(slices.Clone(r.Supervisor[1:]), l.argv...)...)
-		cmd.Env = append(slices.Clone(l.env), supervise.Env+"="+string(spec))
-		cmd.SysProcAttr = supervisorAttr()
+	cmd, err := r.command(l)
+	if err != nil {
+		return nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -102,25 +94,52 @@ func (r *Runner) start(l launch, tailBytes int, log *zap.Logger, g startGate) (*
 		return nil, fmt.Errorf("starting the supervisor: %w", err)
 	}
 	p := &process{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), guard: r.Guard, late: late}
+	r.track(p, l.rec, log)
+	p.out = newOutput(log, outR, errR, tailBytes)
+	go p.wait(log)
+	return p, nil
+}
+
+// command is the command that starts l: the job itself when r.Guard
+// watches its group, else its supervisor, given l's spec.
+func (r *Runner) command(l launch) (*exec.Cmd, error) {
+	if r.Guard != nil {
+		return &exec.Cmd{Path: l.argv[0], Args: l.argv, Env: l.env, Dir: l.spec.Dir, SysProcAttr: jobAttr(l.spec)}, nil
+	}
+	spec, err := json.Marshal(l.spec)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the supervisor's spec: %w", err)
+	}
+	cmd := exec.Command(r.Supervisor[0], append(slices.Clone(r.Supervisor[1:]), l.argv...)...)
+	cmd.Env = append(slices.Clone(l.env), supervise.Env+"="+string(spec))
+	cmd.SysProcAttr = supervisorAttr()
+	return cmd, nil
+}
+
+// track tells the guard of p's group, just forked, and records the group
+// (Records) as the attempt rec.
+func (r *Runner) track(p *process, rec attemptRecord, log *zap.Logger) {
 	if p.guard != nil {
 		p.guard.add(p.pid)
 	}
-	if r.Records != nil {
-		if p.recPath, err = r.Records.add(p.pid, l.rec); err != nil {
-			log.Error("no record of the job's process group: if the daemon and its job guard die together, its processes outlive it", zap.Error(err))
-		} else {
-			p.records = r.Records
-		}
+	if r.Records == nil {
+		return
 	}
+	var err error
+	if p.recPath, err = r.Records.add(p.pid, rec); err != nil {
+		log.Error("no record of the job's process group: if the daemon and its job guard die together, its processes outlive it", zap.Error(err))
+		return
+	}
+	p.records = r.Records
+}
 
-	p.out = newOutput(log, outR, errR, tailBytes)
-	go func() {
-		if err := waitExited(p.pid); err != nil {
-			log.Error("waiting for the job's process", zap.Error(err))
-		}
-		close(p.exited)
-	}()
-	return p, nil
+// wait closes p.exited once the group's leader has exited, leaving it
+// unreaped (finish reaps it).
+func (p *process) wait(log *zap.Logger) {
+	if err := waitExited(p.pid); err != nil {
+		log.Error("waiting for the job's process", zap.Error(err))
+	}
+	close(p.exited)
 }
 
 // lookPath sets cmd.Path to the program of cmd.Args[0], searched in the
