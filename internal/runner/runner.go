@@ -60,7 +60,8 @@
 //     fenced, as a lost lease is: nothing is recorded.
 //   - Renewals run every Heartbeat (Lease/3 if unset); a failed one is retried
 //     after Heartbeat/4; a renewal that has not answered by the next beat is
-//     abandoned and sent again. A store outage is logged once when it starts
+//     awaited, and a second one is sent beside it (two at most in flight,
+//     the oldest cancelled; the first success counts). A store outage is logged once when it starts
 //     (warn) and once when it ends (info).
 //   - Hard stop (ctx cancelled): lease backends: the command is stopped and the
 //     lease released so a backup takes over at once; nothing is recorded.
