@@ -1,6 +1,6 @@
 // Package cli is anarchond's command line (docs/spec.md#s6-cli): run,
-// validate, next, status, version, and the hidden supervise used by the
-// runner. Main runs it in-process, so tests drive the real commands without
+// validate, next, status, jobs, pause, resume, version, and the hidden
+// supervise used by the runner. Main runs it in-process, so tests drive the real commands without
 // building a binary.
 package cli
 
@@ -101,7 +101,8 @@ func newRoot(env Env) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(fmt.Errorf("%w (see %s --help)", err, c.CommandPath()))
 	})
-	root.AddCommand(newRunCmd(env), newValidateCmd(env), newNextCmd(env), newStatusCmd(env), newVersionCmd(env))
+	root.AddCommand(newRunCmd(env), newValidateCmd(env), newNextCmd(env), newStatusCmd(env), newVersionCmd(env),
+		newPauseCmd(env), newResumeCmd(env), newJobsCmd(env))
 	return root
 }
 

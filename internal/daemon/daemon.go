@@ -104,11 +104,15 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	s, err := scheduler.New(scheduler.Options{
 		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance, Executor: r,
 		ShutdownGrace: cfg.ShutdownGrace, Retention: cfg.Backend.Retention,
-		Hooks: schedulerHooks(m),
+		Hooks: schedulerHooks(m), ControlPoll: scheduler.DefaultControlPoll,
 	}, cfg.Jobs)
 	if err != nil {
 		return err
 	}
+	if _, err := claim.ControllerOf(b, cfg.Backend.Type); err != nil {
+		log.Info(err.Error() + "; pause and resume refuse, every job runs")
+	}
+	m.Jobs(cfg.Jobs)
 
 	reloads := make(chan string, 1)
 	hup := make(chan os.Signal, 1)
@@ -277,6 +281,7 @@ func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, 
 		log.Info("crontab reloaded", zap.String("cause", why), zap.Int("jobs", len(next.Jobs)))
 		notify(log, fmt.Sprintf("READY=1\nSTATUS=scheduling %d job(s)", len(next.Jobs)))
 		cur = next
+		m.Jobs(next.Jobs)
 		releaseMemory()
 	}
 }

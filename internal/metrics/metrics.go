@@ -18,6 +18,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/runner"
 	"github.com/anarchon/anarchon/internal/scheduler"
 )
@@ -40,6 +41,7 @@ type Metrics struct {
 	refusals      *prometheus.CounterVec
 	clockSkew     prometheus.Gauge
 	reloads       *prometheus.CounterVec
+	paused        *prometheus.GaugeVec
 
 	mu      sync.Mutex
 	storeOK time.Time // the store's last answer
@@ -79,8 +81,10 @@ func New(c clock.Clock, backend string) *Metrics {
 		Help: "This instance's clock minus the store's, from the lease backends' answers (includes up to one network trip)."})
 	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_config_reloads_total",
 		Help: "Crontab reloads by result (ok, error)."}, []string{"result"})
+	m.paused = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "anarchon_job_paused",
+		Help: "1 while the job is paused by its control record in the store (anarchond pause): its slots are skipped; 0 once resumed or its pause is over."}, []string{"job"})
 	for _, c := range []prometheus.Collector{m.claims, m.runs, m.runDuration, m.scheduleLag, m.claimDuration,
-		m.renewals, m.fenced, m.missed, m.storeErrors, m.refusals, m.clockSkew, m.reloads} {
+		m.renewals, m.fenced, m.missed, m.storeErrors, m.refusals, m.clockSkew, m.reloads, m.paused} {
 		f(c)
 	}
 	f(collectors.NewGoCollector())
@@ -174,6 +178,22 @@ func (m *Metrics) SchedulerHooks() scheduler.Hooks {
 		},
 		StoreError: m.storeError,
 		StoreOK:    m.answeredOp,
+		Paused: func(job string, paused bool) {
+			v := 0.0
+			if paused {
+				v = 1
+			}
+			m.paused.WithLabelValues(job).Set(v)
+		},
+	}
+}
+
+// Jobs gives every job of the crontab its anarchon_job_paused series, 0
+// until the scheduler reports it paused, so that the metric exists before
+// a job's first pause.
+func (m *Metrics) Jobs(jobs []config.Job) {
+	for _, j := range jobs {
+		m.paused.WithLabelValues(j.Name)
 	}
 }
 

@@ -228,6 +228,9 @@ type Backend struct {
 	// that Finish (whose Fence names no instance) can record it.
 	mu     sync.Mutex
 	owners map[ownerKey]string
+
+	// ctl is the bucket of the jobs' control records (control.go).
+	ctl controlBucket
 }
 
 type ownerKey struct {

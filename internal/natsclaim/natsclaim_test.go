@@ -75,6 +75,10 @@ func newPlace(t testing.TB) place {
 		if err := js.DeleteStream(ctx, p.stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			t.Errorf("delete stream %s: %v", p.stream, err)
 		}
+		bucket := natsclaim.ControlBucket(p.stream)
+		if err := js.DeleteKeyValue(ctx, bucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			t.Errorf("delete bucket %s: %v", bucket, err)
+		}
 	})
 	return p
 }
@@ -121,6 +125,7 @@ func TestConformance(t *testing.T) {
 			nb := b.(*natsclaim.Backend)
 			return open(t, natsclaim.Options{URL: natsURL(), Stream: nb.Stream(), Namespace: nb.Namespace(), DuplicateWindow: time.Hour})
 		},
+		Controller: true,
 		// The stream pre-created with other subjects.
 		Permanent: func(t *testing.T) (claim.Backend, error) {
 			p := newPlace(t)

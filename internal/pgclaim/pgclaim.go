@@ -161,6 +161,7 @@ func newNames(schema, table string) names {
 			"{{jobs}}", q("_jobs"),
 			"{{history}}", q("_history"),
 			"{{schema}}", q("_schema"),
+			"{{control}}", q("_control"),
 			"{{claim}}", q("_claim"),
 			"{{live}}", i("_live"),
 			"{{slotidx}}", i("_slot_job"),

@@ -337,6 +337,11 @@ var migrations = []string{
 	// table that Prune keeps short). The overlap question and the {{live}}
 	// index read running rows only: a note is never live.
 	notesV5 + claimV5,
+	// 6: the jobs' control records (claim.Controller, control.go): one row
+	// per job an operator paused or resumed, written whole by one
+	// compare-and-set statement on version. A new table: instances of
+	// version 5 still running during an upgrade never touch it.
+	controlV6,
 }
 
 // notesV5 is the table change of migration 5.

@@ -61,6 +61,7 @@ func claimOnlyHarness(url, strategy string, newNS func(t testing.TB) string) cla
 			return openClaimOnlyAt(t, url, b.(*redisclaim.ClaimOnly).Namespace(), strategy)
 		},
 		// No Transient: a claim race must never see an error.
+		Controller: true,
 	}
 }
 

@@ -167,6 +167,7 @@ func TestConformance(t *testing.T) {
 			return open(t, b.(*redisclaim.Backend).Namespace())
 		},
 		// No Transient: a claim race must never see an error.
+		Controller: true,
 		// An ACL user whose keys are another namespace's.
 		Permanent: func(t *testing.T) (claim.Backend, error) {
 			ns := newNamespace(t)

@@ -51,6 +51,9 @@ type Hooks struct {
 	// (and, on lease backends, its adoption of the runs left running) is
 	// over: jobs is how many jobs it read.
 	Adopted func(jobs int)
+	// Paused is called when a job's pause begins (true) or ends (false)
+	// on this instance (pause.go).
+	Paused func(job string, paused bool)
 }
 
 // Options configure a Scheduler.
@@ -84,6 +87,10 @@ type Options struct {
 	// MaxWait caps one wait of the timer so that a wall-clock step is
 	// noticed within it (default 30s).
 	MaxWait time.Duration
+	// ControlPoll is how often the jobs' control records (pauses) are
+	// read when the backend is a claim.Controller (the daemon's:
+	// DefaultControlPoll); 0 reads none, and no pause is honoured.
+	ControlPoll time.Duration
 }
 
 // Scheduler claims and runs the slots of a set of jobs.
@@ -118,6 +125,8 @@ type Scheduler struct {
 	endDrain context.CancelFunc
 	// notes records the slots no attempt ran (notes.go).
 	notes *notes
+	// pauses are the jobs' control records as last read (pause.go).
+	pauses *pauses
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -162,6 +171,7 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	}
 	s.prep = newPreparer(o.Backend)
 	s.notes = newNotes(o.Backend)
+	s.pauses = newPauses(o.Backend, o.ControlPoll)
 	s.peers.log = o.Log
 	return s, nil
 }
@@ -210,6 +220,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	if s.notes.rec != nil {
 		wg.Go(func() { s.recordNotes(ctx) })
+	}
+	if s.pauses.ctl != nil {
+		first := s.o.Clock.Now()
+		s.readControls(ctx) // before the first slot is dispatched
+		wg.Go(func() { s.pollControls(ctx, first) })
 	}
 
 	h := &slotHeap{}
@@ -312,9 +327,12 @@ func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup,
 	for h.Len() > 0 && !(*h)[0].due().After(now) {
 		e := (*h)[0]
 		slot := e.next
-		if now.Sub(slot) > e.job.MaxLate {
+		switch {
+		case now.Sub(slot) > e.job.MaxLate:
 			e.next = s.skipMissed(e, slot, now)
-		} else {
+		case s.skipPaused(e.job.Name, slot):
+			e.next = e.sched.Next(slot)
+		default:
 			b := byJob[e.job.Name]
 			if b == nil {
 				b = &batch{job: e.job, sched: e.sched}

@@ -102,6 +102,8 @@ type harness struct {
 	// hooks and log are given to the instances started from now on.
 	hooks Hooks
 	log   *zap.Logger
+	// controlPoll is the instances' ControlPoll (0: pauses not read).
+	controlPoll time.Duration
 }
 
 func newHarness(t *testing.T) *harness {
@@ -158,7 +160,7 @@ func (h *harness) start(instance string, b claim.Backend, hold bool, jobs ...con
 	ex := newFakeExec(instance, h.got, h.store)
 	ex.hold, ex.unrecorded = hold, h.unrecorded
 	s, err := New(Options{Backend: b, Clock: h.clk, Instance: instance, Executor: ex, ShutdownGrace: 5 * time.Second,
-		Hooks: h.hooks, Log: h.log}, jobs)
+		Hooks: h.hooks, Log: h.log, ControlPoll: h.controlPoll}, jobs)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -51,6 +51,10 @@ var migrations = []string{
 	// count as live.
 	`ALTER TABLE runs ADD COLUMN reason TEXT NOT NULL DEFAULT '';
 	ALTER TABLE runs ADD COLUMN held_by INTEGER NOT NULL DEFAULT 0;`,
+	// 3: the jobs' control records (claim.Controller, control.go): one
+	// row per job an operator paused or resumed, written whole by one
+	// compare-and-set statement on version.
+	controlV3,
 }
 
 // SQL of the migration machinery.

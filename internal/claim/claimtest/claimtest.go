@@ -28,6 +28,12 @@
 // slot no attempt ran is written once, loses to a claim, is final, and is
 // listed and selected by status like a run.
 //
+// A claim.Controller runs the cases of docs/spec.md#s6-control: a job's
+// control record is read back as written, compared and set on its version
+// (a stale version is refused with claim.ErrConflict, and of writers racing
+// from one version exactly one wins), paused until a time, and resumed. A
+// harness that sets Controller fails when its backend is not one.
+//
 // A claim.Batcher also runs the batch cases: a batch decided as its claims
 // one by one, in order, and batches racing on the same runs. A
 // claim.Preparer runs the races and the re-sent claim on prepared runs.
@@ -100,6 +106,11 @@ type Harness struct {
 	// first claim the store then refuses. The case checks that the error
 	// is a claim.PermanentError (docs/write-a-backend.md#classify).
 	Permanent func(t *testing.T) (claim.Backend, error)
+
+	// Controller says that the backend documents itself as a
+	// claim.Controller: Exercise then fails when it is not one, rather
+	// than skip the Control cases.
+	Controller bool
 
 	// Skip names cases (as in "Lease/Takeover") to skip, each with the
 	// reason the backend documents.
@@ -207,6 +218,7 @@ func Exercise(t *testing.T, h Harness) {
 			}
 		})
 	}
+	s.exerciseControl(t, probe)
 	if h.Permanent != nil {
 		t.Run("Refused", func(t *testing.T) {
 			s.run(t, "IsPermanent", s.testRefusedIsPermanent)

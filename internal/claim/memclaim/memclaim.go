@@ -26,14 +26,19 @@ type Backend struct {
 	clock clock.Clock
 	mu    sync.Mutex
 	runs  map[key]*claim.Run
+	// controls are the jobs' control records (control.go).
+	controls map[string]claim.Control
+	// controlErr, when set, fails Controls and SetControl (tests).
+	controlErr error
 }
 
 var (
-	_ claim.Backend  = (*Backend)(nil)
-	_ claim.Leaser   = (*Backend)(nil)
-	_ claim.Pruner   = (*Backend)(nil)
-	_ claim.Batcher  = (*Backend)(nil)
-	_ claim.Recorder = (*Backend)(nil)
+	_ claim.Backend    = (*Backend)(nil)
+	_ claim.Leaser     = (*Backend)(nil)
+	_ claim.Pruner     = (*Backend)(nil)
+	_ claim.Batcher    = (*Backend)(nil)
+	_ claim.Recorder   = (*Backend)(nil)
+	_ claim.Controller = (*Backend)(nil)
 )
 
 // New returns an empty backend whose store time is c.

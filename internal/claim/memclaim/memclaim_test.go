@@ -13,7 +13,8 @@ import (
 // clock that the lease cases advance instead of waiting.
 func TestConformance(t *testing.T) {
 	claimtest.Exercise(t, claimtest.Harness{
-		New:     func(t *testing.T) claim.Backend { return New(clock.NewFake(time.Now())) },
-		Advance: func(b claim.Backend, d time.Duration) { b.(*Backend).clock.(*clock.Fake).Advance(d) },
+		New:        func(t *testing.T) claim.Backend { return New(clock.NewFake(time.Now())) },
+		Advance:    func(b claim.Backend, d time.Duration) { b.(*Backend).clock.(*clock.Fake).Advance(d) },
+		Controller: true,
 	})
 }

@@ -1,0 +1,199 @@
+package natsclaim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/anarchon/anarchon/internal/claim"
+)
+
+// The jobs' control records (docs/spec.md#s6-control) are the entries of a
+// JetStream key-value bucket, <stream>_CONTROL, with the key
+// <namespace>.<job> and a JSON value (paused, until, reason, by, at); a
+// record's version is the entry's revision. A write is the bucket's
+// compare and set: Create for a job's first record (refused when the key
+// exists), Update at the previous revision (Nats-Expected-Last-Subject-
+// Sequence, refused when the key moved on); either refusal is
+// claim.ErrConflict. The claim stream cannot hold the records: its max age
+// would end a long pause.
+//
+// The bucket is created by the first write, with the claim stream's
+// replicas and file storage, history 1 and no max age; Controls finds no
+// record while it does not exist. Controls reads the namespace's keys with
+// one short-lived watch (an ordered consumer delivering the last entry of
+// each key, stopped once it delivered them): one read, however many jobs.
+
+var _ claim.Controller = (*Backend)(nil)
+
+// controlBucket is the backend's handle on the bucket, once found.
+type controlBucket struct {
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+// controlValue is an entry's value.
+type controlValue struct {
+	Paused bool   `json:"paused"`
+	Until  int64  `json:"until,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	By     string `json:"by,omitempty"`
+	At     int64  `json:"at"`
+}
+
+// ControlBucket is the name of the control records' bucket of a stream.
+func ControlBucket(stream string) string { return stream + "_CONTROL" }
+
+// controlKey is a job's key in the bucket.
+func (b *Backend) controlKey(job string) string { return b.ns + "." + job }
+
+// bucket returns the bucket, creating it when create is set; without
+// create, a missing bucket is (nil, nil).
+func (b *Backend) bucket(ctx context.Context, create bool) (jetstream.KeyValue, error) {
+	b.ctl.mu.Lock()
+	defer b.ctl.mu.Unlock()
+	if b.ctl.kv != nil {
+		return b.ctl.kv, nil
+	}
+	name := ControlBucket(b.name)
+	kv, err := b.js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) && create {
+		kv, err = b.createBucket(ctx, name)
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound) && !create:
+		return nil, nil
+	case err != nil:
+		return nil, controlRefusal(fmt.Errorf("control bucket %s: %w", name, err), name)
+	}
+	b.ctl.kv = kv
+	return kv, nil
+}
+
+// createBucket creates the bucket with the claim stream's replicas; one
+// another instance created first is used as it is.
+func (b *Backend) createBucket(ctx context.Context, name string) (jetstream.KeyValue, error) {
+	replicas := 1
+	if b.stream != nil {
+		replicas = max(1, b.stream.CachedInfo().Config.Replicas)
+	}
+	kv, err := b.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      name,
+		Description: "anarchon control records (pause, resume) of stream " + b.name,
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		return b.js.KeyValue(ctx, name)
+	}
+	return kv, err
+}
+
+// Controls returns every control record of the namespace.
+func (b *Backend) Controls(ctx context.Context) ([]claim.Control, error) {
+	ctx, cancel := b.bounded(ctx)
+	defer cancel()
+	kv, err := b.bucket(ctx, false)
+	if err != nil || kv == nil {
+		return nil, err
+	}
+	w, err := kv.Watch(ctx, b.ns+".*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, controlRefusal(fmt.Errorf("read control records: %w", err), kv.Bucket())
+	}
+	defer w.Stop() //nolint:errcheck // the watch's consumer is ephemeral
+	var out []claim.Control
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read control records: %w", ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("read control records: the watch ended early")
+			}
+			if e == nil {
+				return out, nil // every key's last entry delivered
+			}
+			c, err := b.parseControl(e)
+			if err != nil {
+				return nil, fmt.Errorf("read control records: %w", err)
+			}
+			out = append(out, c)
+		}
+	}
+}
+
+// parseControl reads one entry.
+func (b *Backend) parseControl(e jetstream.KeyValueEntry) (claim.Control, error) {
+	var v controlValue
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		return claim.Control{}, fmt.Errorf("key %s: %w", e.Key(), err)
+	}
+	return claim.Control{
+		Job: strings.TrimPrefix(e.Key(), b.ns+"."), Version: int64(e.Revision()),
+		Paused: v.Paused, Until: v.Until, Reason: v.Reason, By: v.By, At: v.At,
+	}, nil
+}
+
+// SetControl writes c over the record at prevVersion: Create, or Update at
+// that revision.
+func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion int64) (claim.Control, error) {
+	if err := c.Check(); err != nil {
+		return claim.Control{}, err
+	}
+	if !validToken(c.Job) {
+		return claim.Control{}, fmt.Errorf("set control: job %q is not a valid subject token", c.Job)
+	}
+	if prevVersion < 0 {
+		return claim.Control{}, fmt.Errorf("set control of %s at version %d: %w", c.Job, prevVersion, claim.ErrConflict)
+	}
+	ctx, cancel := b.bounded(ctx)
+	defer cancel()
+	kv, err := b.bucket(ctx, true)
+	if err != nil {
+		return claim.Control{}, fmt.Errorf("set control of %s: %w", c.Job, err)
+	}
+	data, err := json.Marshal(controlValue{Paused: c.Paused, Until: c.Until, Reason: c.Reason, By: c.By, At: c.At})
+	if err != nil {
+		return claim.Control{}, fmt.Errorf("set control of %s: %w", c.Job, err)
+	}
+	var rev uint64
+	if prevVersion == 0 {
+		rev, err = kv.Create(ctx, b.controlKey(c.Job), data)
+	} else {
+		rev, err = kv.Update(ctx, b.controlKey(c.Job), data, uint64(prevVersion))
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return claim.Control{}, fmt.Errorf("set control of %s at version %d: %w", c.Job, prevVersion, claim.ErrConflict)
+	case err != nil:
+		return claim.Control{}, controlRefusal(fmt.Errorf("set control of %s: %w", c.Job, err), kv.Bucket())
+	}
+	c.Version = int64(rev)
+	return c, nil
+}
+
+// bounded gives ctx the backend's request timeout when it has no deadline.
+func (b *Backend) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, b.timeout)
+}
+
+// controlRefusal classifies err as refusal does, naming the bucket's
+// subjects where the server refused the user a subject.
+func controlRefusal(err error, bucket string) error {
+	if errors.Is(err, nats.ErrPermissionViolation) {
+		return claim.Permanent("nats", err, "the server refused the user the subjects of the control records' bucket",
+			fmt.Sprintf("allow the user to publish and subscribe to $KV.%s.> (with $JS.API.> and _INBOX.>)", bucket))
+	}
+	return refusal(err)
+}

@@ -1,0 +1,107 @@
+package sqliteclaim
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/anarchon/anarchon/internal/claim"
+)
+
+// The jobs' control records (docs/spec.md#s6-control): the table control,
+// one row per job (schema migration 3). A write is one statement that
+// compares and sets the version: an INSERT that does nothing when the job
+// has a row (the first record, previous version 0), or an UPDATE of the
+// row at the previous version. Either changes no row when the version
+// moved, and the write is refused as claim.ErrConflict. Like runs, the
+// records are the file's: SQLite has no namespace.
+
+var _ claim.Controller = (*Backend)(nil)
+
+// controlV3 is schema migration 3.
+const controlV3 = `CREATE TABLE control (
+		job      TEXT    NOT NULL PRIMARY KEY,
+		version  INTEGER NOT NULL,
+		paused   INTEGER NOT NULL,               -- 1 paused, 0 not
+		until_ms INTEGER NOT NULL DEFAULT 0,     -- ms since the Unix epoch; 0: until resumed
+		reason   TEXT    NOT NULL DEFAULT '',
+		set_by   TEXT    NOT NULL DEFAULT '',    -- user@host
+		set_at   INTEGER NOT NULL DEFAULT 0      -- ms, the writer's clock
+	);`
+
+// SQL of the control records.
+const (
+	controlColumns = `job, version, paused, until_ms, reason, set_by, set_at`
+
+	listControlSQL = `SELECT ` + controlColumns + ` FROM control`
+
+	// insertControlSQL writes a job's first record.
+	insertControlSQL = `INSERT INTO control (` + controlColumns + `)
+		VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6)
+		ON CONFLICT (job) DO NOTHING
+		RETURNING ` + controlColumns
+
+	// updateControlSQL writes a record over the one at version ?7.
+	updateControlSQL = `UPDATE control SET version = version + 1, paused = ?2, until_ms = ?3,
+		reason = ?4, set_by = ?5, set_at = ?6
+		WHERE job = ?1 AND version = ?7
+		RETURNING ` + controlColumns
+)
+
+// Controls returns every control record of the file.
+func (b *Backend) Controls(ctx context.Context) ([]claim.Control, error) {
+	rows, err := b.db.QueryContext(ctx, listControlSQL)
+	if err != nil {
+		return nil, fmt.Errorf("read control records: %w", err)
+	}
+	defer rows.Close()
+	var out []claim.Control
+	for rows.Next() {
+		c, err := scanControl(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read control records: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read control records: %w", err)
+	}
+	return out, nil
+}
+
+// SetControl writes c over the record at prevVersion in one statement,
+// under this process's write turn (SQLite's write lock orders the other
+// processes).
+func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion int64) (claim.Control, error) {
+	if err := c.Check(); err != nil {
+		return claim.Control{}, err
+	}
+	if err := b.lockWrite(ctx); err != nil {
+		return claim.Control{}, fmt.Errorf("set control of %s: %w", c.Job, err)
+	}
+	defer b.unlockWrite()
+	args := []any{c.Job, c.Paused, c.Until, c.Reason, c.By, c.At}
+	query := insertControlSQL
+	if prevVersion != 0 {
+		query, args = updateControlSQL, append(args, prevVersion)
+	}
+	got, err := scanControl(b.db.QueryRowContext(ctx, query, args...))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return claim.Control{}, fmt.Errorf("set control of %s at version %d: %w", c.Job, prevVersion, claim.ErrConflict)
+	case err != nil:
+		return claim.Control{}, fmt.Errorf("set control of %s: %w", c.Job, err)
+	}
+	return got, nil
+}
+
+// scanner is *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// scanControl reads the columns of controlColumns.
+func scanControl(s scanner) (claim.Control, error) {
+	var c claim.Control
+	err := s.Scan(&c.Job, &c.Version, &c.Paused, &c.Until, &c.Reason, &c.By, &c.At)
+	return c, err
+}

@@ -1,0 +1,121 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/sanitize"
+)
+
+// Job is what `anarchond jobs` knows of one job: the crontab's entry, its
+// next slot, its control record and its newest run or note.
+type Job struct {
+	Name, Schedule, Timezone string
+	// Next is the job's next slot; zero when it has none.
+	Next time.Time
+	// Control is the job's control record (Version 0: none); Now is when
+	// it was read, by this host's clock, to tell whether its pause holds.
+	Control claim.Control
+	Now     time.Time
+	// Last is the job's newest run or note; nil when the store has none.
+	Last *claim.Run
+}
+
+// JobRecord is one job as `jobs --json` prints it (docs/spec.md#s6-cli).
+type JobRecord struct {
+	Job          string  `json:"job"`
+	Schedule     string  `json:"schedule"`
+	Timezone     string  `json:"timezone"`
+	NextSlot     *string `json:"next_slot"`
+	NextSlotMs   *int64  `json:"next_slot_ms"`
+	Paused       bool    `json:"paused"`
+	PausedUntil  *string `json:"paused_until"`
+	PausedReason string  `json:"paused_reason"`
+	PausedBy     string  `json:"paused_by"`
+	LastStatus   *string `json:"last_status"`
+	LastSlotMs   *int64  `json:"last_slot_ms"`
+}
+
+// JobRecordOf converts j, sanitising what came from the crontab and the
+// store to one line each. The pause fields are set only while the pause
+// holds (paused until a time already past reads as not paused).
+func JobRecordOf(j Job) JobRecord {
+	rec := JobRecord{
+		Job: sanitize.Line(j.Name), Schedule: sanitize.Line(j.Schedule), Timezone: sanitize.Line(j.Timezone),
+	}
+	if !j.Next.IsZero() {
+		s, ms := j.Next.UTC().Format(time.RFC3339Nano), j.Next.UnixMilli()
+		rec.NextSlot, rec.NextSlotMs = &s, &ms
+	}
+	if c := j.Control; c.PausedAt(j.Now) {
+		rec.Paused = true
+		rec.PausedReason, rec.PausedBy = sanitize.Line(c.Reason), sanitize.Line(c.By)
+		if !c.UntilTime().IsZero() {
+			s := c.UntilTime().Format(time.RFC3339Nano)
+			rec.PausedUntil = &s
+		}
+	}
+	if j.Last != nil {
+		st, ms := sanitize.Line(string(j.Last.Status)), j.Last.Slot
+		rec.LastStatus, rec.LastSlotMs = &st, &ms
+	}
+	return rec
+}
+
+// WriteJobsJSON prints one JSON object per job and line.
+func WriteJobsJSON(w io.Writer, jobs []Job) error {
+	enc := json.NewEncoder(w)
+	for _, j := range jobs {
+		if err := enc.Encode(JobRecordOf(j)); err != nil {
+			return fmt.Errorf("write jobs: %w", err)
+		}
+	}
+	return nil
+}
+
+// WriteJobsTable prints the jobs as an aligned table with a header.
+func WriteJobsTable(w io.Writer, jobs []Job) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSCHEDULE\tZONE\tNEXT\tPAUSED\tLAST")
+	for _, j := range jobs {
+		rec := JobRecordOf(j)
+		next, last := "-", "-"
+		if rec.NextSlot != nil {
+			next = *rec.NextSlot
+		}
+		if rec.LastStatus != nil {
+			last = *rec.LastStatus
+			if j.Last.Reason != "" {
+				last += " (" + sanitize.Line(j.Last.Reason) + ")"
+			}
+			last += " " + time.UnixMilli(*rec.LastSlotMs).UTC().Format(time.RFC3339Nano)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rec.Job, rec.Schedule, rec.Timezone, next, pausedCell(rec), last)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write jobs: %w", err)
+	}
+	return nil
+}
+
+// pausedCell is the PAUSED column: "-", or until when, by whom and why.
+func pausedCell(rec JobRecord) string {
+	if !rec.Paused {
+		return "-"
+	}
+	s := "until resumed"
+	if rec.PausedUntil != nil {
+		s = "until " + *rec.PausedUntil
+	}
+	if rec.PausedBy != "" {
+		s += " by " + rec.PausedBy
+	}
+	if rec.PausedReason != "" {
+		s += ": " + rec.PausedReason
+	}
+	return s
+}
