@@ -96,7 +96,7 @@ func rootSpecs() []*spec {
 // storeKinds maps a store's key kinds to the schema's.
 var storeKinds = map[store.Kind]kind{
 	store.String: kindString, store.Int: kindInt, store.Bool: kindBool,
-	store.Duration: kindDuration, store.Map: kindMap,
+	store.Duration: kindDuration, store.Map: kindMap, store.Strings: kindStrings,
 }
 
 // specsOf is the schema of a store's keys.

@@ -35,6 +35,26 @@ func (s *section) Bool(key string, dflt bool) bool {
 	return get(s.p, s.p.vals, s.prefix+key, def(dflt), s.p.asBool, nil).val
 }
 
+func (s *section) Strings(key string, check func(string) string) []string {
+	v := s.p.vals[s.prefix+key]
+	if v == nil {
+		return nil
+	}
+	items, ok := s.p.asStrings(v)
+	if !ok || check == nil {
+		return items
+	}
+	out := items[:0]
+	for i, it := range items {
+		if msg := check(it); msg != "" {
+			s.p.errNode(v.node.Content[i], v.job, fmt.Sprintf("%s[%d]", v.field, i), "%s", msg)
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
 func (s *section) Path(key, dflt string) string {
 	return s.p.anchor(s.String(key, dflt, store.NotEmpty))
 }

@@ -17,7 +17,12 @@ type Settings struct {
 	PasswordFile      string // overrides the URL's password (or token)
 	Stream            string
 	DuplicateWindowMs int64
-	TLS               storetls.Settings
+	// Replicas is the replica count of the stream the backend creates; 0
+	// (not set) chooses from the cluster's size at open.
+	Replicas         int
+	PlacementCluster string
+	PlacementTags    []string
+	TLS              storetls.Settings
 }
 
 // Section defaults.
@@ -36,6 +41,9 @@ func init() {
 			{Name: "passwordFile", Kind: store.String},
 			{Name: "stream", Kind: store.String},
 			{Name: "duplicateWindowMs", Kind: store.Int},
+			{Name: "replicas", Kind: store.Int},
+			{Name: "placementCluster", Kind: store.String},
+			{Name: "placementTags", Kind: store.Strings},
 			store.TLSKey,
 		},
 		Parse: func(s store.Section) store.Settings {
@@ -44,33 +52,60 @@ func init() {
 				PasswordFile:      s.Path("passwordFile", ""),
 				Stream:            s.String("stream", defaultStream, store.Matches(store.NamePattern, "stream name", store.NameLike)),
 				DuplicateWindowMs: s.Int("duplicateWindowMs", defaultDupWindowMs, store.Millis(1)),
+				Replicas:          int(s.Int("replicas", 0, store.IntRange(1, MaxReplicas))),
+				PlacementCluster:  s.String("placementCluster", "", store.NotEmpty),
+				PlacementTags:     s.Strings("placementTags", store.NotEmpty),
 				TLS:               s.TLS(),
 			}
 		},
-		Open: open,
+		Open:  open,
+		Check: check,
 	})
 }
 
-func open(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
-	c := p.Settings.(Settings)
-	name := "anarchond"
-	if p.Instance != "" {
-		name += " " + p.Instance
-	}
+// options are the backend's options of the section.
+func options(c Settings) (Options, error) {
 	tlsConfig, err := storetls.Config(c.TLS)
 	if err != nil {
-		return nil, fmt.Errorf("backend.nats.%w", err)
+		return Options{}, fmt.Errorf("backend.nats.%w", err)
 	}
-	return New(ctx, Options{
-		URL:             c.URL,
-		PasswordFile:    c.PasswordFile,
-		TLS:             tlsConfig,
-		Stream:          c.Stream,
-		Namespace:       p.Namespace,
-		DuplicateWindow: time.Duration(c.DuplicateWindowMs) * time.Millisecond,
-		Name:            name,
-		Log:             p.Log,
-	})
+	return Options{
+		URL:              c.URL,
+		PasswordFile:     c.PasswordFile,
+		TLS:              tlsConfig,
+		Stream:           c.Stream,
+		DuplicateWindow:  time.Duration(c.DuplicateWindowMs) * time.Millisecond,
+		Replicas:         c.Replicas,
+		PlacementCluster: c.PlacementCluster,
+		PlacementTags:    c.PlacementTags,
+	}, nil
+}
+
+// check is what validate prints of the store: the topology found (a
+// single server or a cluster of N), the stream's replicas and leader, and
+// what weakens it; replicas above the cluster's size are refused.
+func check(ctx context.Context, st store.Settings) (string, error) {
+	o, err := options(st.(Settings))
+	if err != nil {
+		return "", err
+	}
+	r, err := Inspect(ctx, o)
+	if err != nil {
+		return "", fmt.Errorf("open nats backend: %w", err)
+	}
+	return r.String(), nil
+}
+
+func open(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
+	o, err := options(p.Settings.(Settings))
+	if err != nil {
+		return nil, err
+	}
+	o.Namespace, o.Log, o.Name = p.Namespace, p.Log, "anarchond"
+	if p.Instance != "" {
+		o.Name += " " + p.Instance
+	}
+	return New(ctx, o)
 }
 
 // Describe implements store.Settings.

@@ -25,6 +25,13 @@ const (
 	// listConsumerIdle is how long the server keeps a status consumer that
 	// its reader abandoned (the reader deletes it when done).
 	listConsumerIdle = 30 * time.Second
+	// consumerTries and consumerWait bound the creation of a status
+	// consumer. On a cluster the server places it on one of the stream's
+	// servers, and after a server is killed it still places about one in
+	// three there for minutes (NATS 2.9): that creation is never answered,
+	// and another is placed afresh.
+	consumerTries = 8
+	consumerWait  = 2 * time.Second
 )
 
 // runKey names a run.
@@ -128,17 +135,7 @@ func selected(found map[runKey]*joined, q claim.ListQuery) int {
 
 // scan reads the messages of sequences [start, end) on filter into found.
 func (b *Backend) scan(ctx context.Context, filter string, start, end uint64, found map[runKey]*joined) error {
-	name := "anarchon-status-" + string(claim.NewToken())[:16]
-	cons, err := b.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
-		Name:              name,
-		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:       start,
-		AckPolicy:         jetstream.AckNonePolicy,
-		FilterSubject:     filter,
-		MemoryStorage:     true,
-		Replicas:          1,
-		InactiveThreshold: listConsumerIdle,
-	})
+	cons, name, err := b.readingConsumer(ctx, filter, start)
 	if err != nil {
 		return fmt.Errorf("create a reading consumer: %w", err)
 	}
@@ -161,6 +158,32 @@ func (b *Backend) scan(ctx context.Context, filter string, start, end uint64, fo
 		}
 	}
 	return nil
+}
+
+// readingConsumer creates a short-lived consumer of filter from sequence
+// start, creating another when one is not answered within consumerWait
+// (see consumerTries).
+func (b *Backend) readingConsumer(ctx context.Context, filter string, start uint64) (jetstream.Consumer, string, error) {
+	for try := 1; ; try++ {
+		name := "anarchon-status-" + string(claim.NewToken())[:16]
+		cctx, cancel := context.WithTimeout(ctx, min(b.timeout, consumerWait))
+		cons, err := b.stream.CreateConsumer(cctx, jetstream.ConsumerConfig{
+			Name:              name,
+			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:       start,
+			AckPolicy:         jetstream.AckNonePolicy,
+			FilterSubject:     filter,
+			MemoryStorage:     true,
+			Replicas:          1,
+			InactiveThreshold: listConsumerIdle,
+		})
+		cancel()
+		if err == nil || try == consumerTries || ctx.Err() != nil || !isTimeout(err) {
+			return cons, name, err
+		}
+		b.log.Info("a status consumer was not created in time (placed on a server that is down?); creating another",
+			zap.String("consumer", name), zap.Int("try", try))
+	}
 }
 
 // fetch reads one batch; it reports how many messages came and whether

@@ -13,15 +13,30 @@
 //	<namespace>.<job>.claims   one message per run: the winner's claim
 //	<namespace>.<job>.results  one message per finished run
 //
-// The backend creates the stream when it is missing: file storage, one
-// replica, limits retention, Duplicates = backend.nats.duplicateWindowMs and
-// MaxAge = max(7 days, the duplicate window). It never changes an existing
-// stream: one whose duplicate window is below the configured one, whose max
-// age is below the duplicate window, whose subjects do not cover
-// <namespace>.*.claims and <namespace>.*.results, that is a mirror or that
-// does not acknowledge publishes is a start-up error naming the stream and
-// both values. Operators who want replicas (R3) create the stream
-// themselves with at least these settings; the backend then uses it as is.
+// The backend creates the stream when it is missing: file storage,
+// Options.Replicas replicas placed by Options.PlacementCluster and
+// PlacementTags, limits retention, Duplicates =
+// backend.nats.duplicateWindowMs and MaxAge = max(7 days, the duplicate
+// window). It never changes an existing stream: one whose duplicate window
+// is below the configured one, whose max age is below the duplicate window,
+// whose subjects do not cover <namespace>.*.claims and
+// <namespace>.*.results, that is a mirror or that does not acknowledge
+// publishes is a start-up error naming the stream and both values.
+//
+// # Replicas
+//
+// At open the backend finds the topology (Topology): a server without a
+// cluster is a single server; on a cluster it asks every server of the
+// account for its name ($SYS.REQ.ACCOUNT.PING.CONNZ, which needs no system
+// account) and counts the JetStream servers of the stream's cluster that
+// answer, or the server URLs the client knows when there are more (a
+// server that is down answers nothing, its URL stays in the list). With
+// Options.Replicas 0 the stream gets 3 replicas on a cluster of 3 servers
+// or more, 1 otherwise; more replicas than servers is a refusal
+// (claim.PermanentError) naming the cluster's size. An existing stream with
+// fewer replicas than wanted, or a single replica on a cluster, is used as
+// it is with a warning naming the command that fixes it (nats stream edit
+// <stream> --replicas N). Inspect reports all this for validate.
 //
 // # The claim
 //
@@ -103,7 +118,11 @@
 //
 // # Connection
 //
-// nats.go reconnects by itself, forever (MaxReconnects -1): a disconnect
+// Options.URL may list several servers (a cluster's): the client connects
+// to one that answers and learns the cluster's others from it. Each server
+// of the list that does not answer at open is logged by name; when none
+// answers, the error names each with its reason. nats.go reconnects by
+// itself, forever (MaxReconnects -1), to any server it knows: a disconnect
 // and the reconnect are logged once each. A claim sent while disconnected
 // waits in the client's reconnect buffer until it is sent or its context
 // (or Options.Timeout) ends; then it fails and is re-sent with the same
@@ -197,6 +216,16 @@ type Options struct {
 	// an existing one. Set, it must be at least DuplicateWindow, and an
 	// existing stream whose max age is smaller is refused.
 	MaxAge time.Duration
+	// Replicas is the replica count of the stream the backend creates
+	// (backend.nats.replicas), at most the cluster's size; 0 chooses: 3 on
+	// a cluster of 3 servers or more, else 1. An existing stream with fewer
+	// is used as it is, with a warning.
+	Replicas int
+	// PlacementCluster and PlacementTags place the stream the backend
+	// creates (backend.nats.placementCluster, placementTags): in that
+	// cluster, on servers that have every tag (their server_tags).
+	PlacementCluster string
+	PlacementTags    []string
 	// Timeout bounds one request whose context has no deadline; 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
@@ -223,6 +252,10 @@ type Backend struct {
 	// allowDirect: the stream answers direct gets, possibly from replicas.
 	allowDirect bool
 	timeout     time.Duration
+	// topo is the deployment found at open; plan the stream's replicas
+	// chosen from it.
+	topo Topology
+	plan replicaPlan
 
 	// owners remembers the instance of each claim this backend won, so
 	// that Finish (whose Fence names no instance) can record it.
@@ -259,6 +292,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("negative max age %v", o.MaxAge)
 	case o.Timeout < 0:
 		return o, fmt.Errorf("negative timeout %v", o.Timeout)
+	case o.Replicas < 0 || o.Replicas > MaxReplicas:
+		return o, fmt.Errorf("backend.nats.replicas %d: want 1 to %d (JetStream's limit), or 0 to choose from the cluster's size", o.Replicas, MaxReplicas)
+	case slices.Contains(o.PlacementTags, ""):
+		return o, errors.New("backend.nats.placementTags has an empty tag")
 	}
 	if o.DuplicateWindow == 0 {
 		o.DuplicateWindow = DefaultDuplicateWindow
@@ -288,15 +325,48 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open nats backend: %w", err)
 	}
-	where := secret.Redact(o.URL)
-	secrets := secret.Find(o.URL)
+	c, err := dial(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{
+		nc: c.nc, js: c.js, name: o.Stream, ns: o.Namespace, url: c.where, log: o.Log,
+		timeout: o.Timeout, owners: map[ownerKey]string{},
+	}
+	b.topo = discover(ctx, c.nc, o.PlacementCluster)
+	b.log.Info("nats topology", zap.String("found", b.topo.String()), zap.String("server", b.topo.Server))
+	if b.plan, err = planReplicas(o, b.topo); err == nil {
+		err = b.ensureStream(ctx, o)
+	}
+	if err != nil {
+		c.nc.Close()
+		return nil, fmt.Errorf("%s: %w", c.where, secret.Scrub(refusal(err), c.secrets...))
+	}
+	return b, nil
+}
+
+// conn is a connection dial made, with what its messages need.
+type conn struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	where   string   // the URL list, redacted
+	secrets []string // hidden from every message
+	// dead are the servers of the URL list that did not answer.
+	dead []deadServer
+}
+
+// dial connects to o.URL with o's credentials and TLS, and logs (and
+// keeps) each server of the list that does not answer. Its errors name the URL list
+// (redacted) and, when no server answered, each server and its reason.
+func dial(ctx context.Context, o Options) (*conn, error) {
+	c := &conn{where: secret.Redact(o.URL), secrets: secret.Find(o.URL)}
 	var auth []nats.Option
 	if o.PasswordFile != "" {
 		pw, err := secret.ReadFile(o.PasswordFile, "backend.nats.passwordFile")
 		if err != nil {
 			return nil, fmt.Errorf("open nats backend: %w", err)
 		}
-		secrets = append(secrets, pw)
+		c.secrets = append(c.secrets, pw)
 		if o.URL, auth, err = passwordAuth(o.URL, pw); err != nil {
 			return nil, fmt.Errorf("open nats backend: %w", err)
 		}
@@ -304,24 +374,28 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if o.TLS != nil {
 		auth = append(auth, nats.Secure(o.TLS))
 	}
-	nc, err := connect(ctx, o, secrets, auth)
+	nc, err := connect(ctx, o, c.secrets, auth)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", where, secret.Scrub(refusal(err), secrets...))
+		if err = refusal(err); !claim.IsPermanent(err) {
+			err = noServerError(ctx, o.URL, err)
+		}
+		return nil, fmt.Errorf("connect to %s: %w", c.where, secret.Scrub(err, c.secrets...))
 	}
-	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(o.Timeout))
-	if err != nil {
+	if len(serverList(o.URL)) > 1 {
+		c.dead = probeServers(ctx, o.URL, hostPort(nc.ConnectedUrl()))
+		for i, d := range c.dead {
+			c.dead[i].err = secret.Scrub(d.err, c.secrets...)
+			o.Log.Warn("a nats server of backend.nats.url does not answer; connected to another",
+				zap.String("down", d.url), zap.String("error", c.dead[i].err.Error()),
+				zap.String("connected", secret.Redact(nc.ConnectedUrlRedacted())))
+		}
+	}
+	if c.js, err = jetstream.New(nc, jetstream.WithDefaultTimeout(o.Timeout)); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("connect to %s: jetstream: %w", where, err)
+		return nil, fmt.Errorf("connect to %s: jetstream: %w", c.where, err)
 	}
-	b := &Backend{
-		nc: nc, js: js, name: o.Stream, ns: o.Namespace, url: where, log: o.Log,
-		timeout: o.Timeout, owners: map[ownerKey]string{},
-	}
-	if err := b.ensureStream(ctx, o); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("%s: %w", where, secret.Scrub(refusal(err), secrets...))
-	}
-	return b, nil
+	c.nc = nc
+	return c, nil
 }
 
 // passwordAuth returns the server URLs of rawURL without their user info,

@@ -772,3 +772,44 @@ func TestLostNamesTheWinner(t *testing.T) {
 		t.Fatalf("the winner's re-sent claim: %+v %v, want won naming nobody", res, err)
 	}
 }
+
+func TestSingleServerRefusesReplicas(t *testing.T) {
+	p := newPlace(t)
+	o := p.options()
+	o.Replicas = 3
+	_, err := natsclaim.New(t.Context(), o)
+	if !claim.IsPermanent(err) || !strings.Contains(err.Error(), "is a single server, not a cluster") ||
+		!strings.Contains(err.Error(), "set backend.nats.replicas to 1") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("replicas 3 on a single server: want a one-line refusal naming the single server and the fix, got %v", err)
+	}
+	if _, err := natsclaim.Inspect(t.Context(), o); !claim.IsPermanent(err) {
+		t.Errorf("validate (Inspect) must refuse it too, got %v", err)
+	}
+}
+
+func TestInspectSingleServer(t *testing.T) {
+	p := newPlace(t)
+	r, err := natsclaim.Inspect(t.Context(), natsclaim.Options{URL: p.url, Stream: p.stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if note := r.String(); !strings.HasPrefix(note, "nats: single server ") ||
+		!strings.Contains(note, "stream "+p.stream+": not created yet; anarchond creates it with 1 replica(s) (chosen for a single server)") {
+		t.Errorf("before the stream exists, validate prints:\n%s", note)
+	}
+	open(t, p.options())
+	r, err = natsclaim.Inspect(t.Context(), p.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if note := r.String(); !strings.Contains(note, "stream "+p.stream+": 1 replica(s), leader "+r.Topology.Server) || strings.Contains(note, "warning") {
+		t.Errorf("with the stream created, validate prints:\n%s", note)
+	}
+	s, err := rawJS(t, p.url).Stream(t.Context(), p.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.CachedInfo().Config; c.Replicas != 1 || c.Placement != nil {
+		t.Errorf("on a single server the backend created %d replicas placed %+v, want 1 and no placement", c.Replicas, c.Placement)
+	}
+}

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 )
 
-// streamConfig is the stream the backend creates when it is missing.
-func streamConfig(o Options) jetstream.StreamConfig {
+// streamConfig is the stream the backend creates when it is missing,
+// with the replicas of the plan.
+func streamConfig(o Options, p replicaPlan) jetstream.StreamConfig {
 	maxAge := o.MaxAge
 	if maxAge == 0 {
 		maxAge = max(DefaultMaxAge, o.DuplicateWindow)
@@ -28,7 +30,8 @@ func streamConfig(o Options) jetstream.StreamConfig {
 		Discard:           jetstream.DiscardOld,
 		MaxAge:            maxAge,
 		Storage:           jetstream.FileStorage,
-		Replicas:          1,
+		Replicas:          p.want,
+		Placement:         placement(o),
 		Duplicates:        o.DuplicateWindow,
 	}
 }
@@ -36,30 +39,11 @@ func streamConfig(o Options) jetstream.StreamConfig {
 // ensureStream creates the stream when it is missing and checks it
 // otherwise; it never changes an existing stream.
 func (b *Backend) ensureStream(ctx context.Context, o Options) error {
-	s, err := b.js.Stream(ctx, o.Stream)
+	s, err := readStream(ctx, b.js, o.Stream, b.log)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		cfg := streamConfig(o)
-		s, err = b.js.CreateStream(ctx, cfg)
-		switch {
-		case err == nil:
-			b.log.Info("nats stream created", zap.String("stream", o.Stream),
-				zap.Strings("subjects", cfg.Subjects), zap.Duration("duplicate_window", cfg.Duplicates),
-				zap.Duration("max_age", cfg.MaxAge))
-		case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse), isSubjectsOverlap(err):
-			// Another instance created it first (with other settings,
-			// or while the server was still adding it, which the server
-			// answers as an overlap with itself): check what it made.
-			// An overlap with a stream of another name is the operator's.
-			created := err
-			s, err = b.js.Stream(ctx, o.Stream)
-			if errors.Is(err, jetstream.ErrStreamNotFound) && isSubjectsOverlap(created) {
-				return streamRefusal(b.overlapError(ctx, o, created))
-			}
-			if err != nil {
-				return fmt.Errorf("read stream %s: %w", o.Stream, err)
-			}
-		default:
-			return fmt.Errorf("create stream %s: %w", o.Stream, err)
+		s, err = b.createStream(ctx, o)
+		if err != nil {
+			return err
 		}
 	} else if err != nil {
 		return fmt.Errorf("read stream %s: %w", o.Stream, err)
@@ -69,10 +53,70 @@ func (b *Backend) ensureStream(ctx context.Context, o Options) error {
 		return streamRefusal(err)
 	}
 	b.warnLimits(cfg)
+	for _, w := range replicaWarnings(cfg, b.plan, o) {
+		b.log.Warn("nats stream: "+w, zap.String("stream", cfg.Name))
+	}
 	b.stream = s
 	b.dupWindow = cfg.Duplicates
 	b.allowDirect = cfg.AllowDirect
 	return nil
+}
+
+// streamReadTries bounds the reads of a stream that go unanswered: a
+// clustered stream being created, or electing its leader, answers nothing
+// until it has one.
+const streamReadTries = 3
+
+// readStream reads the stream's info, asking again (up to streamReadTries
+// times in all) while the request times out and ctx lasts.
+func readStream(ctx context.Context, js jetstream.JetStream, name string, log *zap.Logger) (jetstream.Stream, error) {
+	for try := 1; ; try++ {
+		s, err := js.Stream(ctx, name)
+		if err == nil || try == streamReadTries || ctx.Err() != nil || !isTimeout(err) {
+			return s, err
+		}
+		log.Info("the nats stream does not answer yet (a clustered stream being created or electing its leader); asking again",
+			zap.String("stream", name), zap.Int("try", try), zap.Error(err))
+	}
+}
+
+// isTimeout reports whether err is a request that got no answer in time.
+func isTimeout(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+}
+
+// createStream creates the missing stream, or finds the one another
+// instance created meanwhile.
+func (b *Backend) createStream(ctx context.Context, o Options) (jetstream.Stream, error) {
+	cfg := streamConfig(o, b.plan)
+	s, err := b.js.CreateStream(ctx, cfg)
+	switch {
+	case err == nil:
+		b.log.Info("nats stream created", zap.String("stream", o.Stream),
+			zap.Strings("subjects", cfg.Subjects), zap.Duration("duplicate_window", cfg.Duplicates),
+			zap.Duration("max_age", cfg.MaxAge), zap.Int("replicas", cfg.Replicas),
+			zap.String("replicas_from", b.plan.why()), zap.Any("placement", cfg.Placement))
+		return s, nil
+	case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse), isSubjectsOverlap(err), isTimeout(err) && ctx.Err() == nil:
+		// Another instance created it first (with other settings, or
+		// while the server was still adding it, which the server answers
+		// as an overlap with itself, or on a cluster not at all): check
+		// what it made. An overlap with a stream of another name is the
+		// operator's.
+		created := err
+		s, err = readStream(ctx, b.js, o.Stream, b.log)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound) && isSubjectsOverlap(created):
+			return nil, streamRefusal(b.overlapError(ctx, o, created))
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			return nil, fmt.Errorf("create stream %s: %w", o.Stream, created)
+		case err != nil:
+			return nil, fmt.Errorf("read stream %s: %w", o.Stream, err)
+		}
+		return s, nil
+	default:
+		return nil, createRefusal(err, cfg, b.topo)
+	}
 }
 
 // errCodeSubjectsOverlap is the server's answer to a stream whose

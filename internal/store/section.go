@@ -12,6 +12,7 @@ const (
 	Bool                 // true or false
 	Duration             // a Go duration string: "90s"
 	Map                  // a mapping of the keys in Children
+	Strings              // a YAML list of strings
 )
 
 // Key is one key of a store's section.
@@ -52,6 +53,10 @@ type Section interface {
 	String(key, dflt string, check func(string) string) string
 	Int(key string, dflt int64, check func(int64) string) int64
 	Bool(key string, dflt bool) bool
+	// Strings returns key's list (a Strings key), or nil when it is not
+	// given; check, if not nil, is asked of each item, and an item it
+	// refuses is reported at its place and left out.
+	Strings(key string, check func(string) string) []string
 	// Path is a file name: relative to the crontab's directory, so that
 	// every command given the same --config opens the same file.
 	Path(key, dflt string) string
