@@ -47,8 +47,8 @@ import (
 //	                              clock), output_tail; MAXLEN ~
 //	                              HistoryMaxLen
 //
-// and the set <ns>:jobs of job names, shared with the lease strategy, added
-// to with every claim (in the claim's pipeline) for status over every job.
+// and the set <ns>:jobs of job names, shared with the lease strategy, for
+// status over every job (written off the claim path: index.go).
 // Results never go into :runs: with stream-id an entry with a later ID
 // would block the next slot's claim.
 //
@@ -244,15 +244,12 @@ const (
 // claim.Backend and claim.Recorder that is not a claim.Leaser. It is safe
 // for concurrent use.
 type ClaimOnly struct {
-	c        redis.UniversalClient
-	owned    bool // Close closes c
-	ns       string
+	link
 	strategy string // stream-id, idmp or script (auto resolved)
 	maxLen   int64
 	window   time.Duration
 	idmpDur  int64 // seconds
 	idmpMax  int64
-	log      *zap.Logger
 
 	// setup holds, per job, the idmp stream's configuration state.
 	setupMu sync.Mutex
@@ -347,9 +344,9 @@ func NewClaimOnly(ctx context.Context, o Options) (*ClaimOnly, error) {
 		return nil, err
 	}
 	b := &ClaimOnly{
-		c: c, owned: owned, ns: o.Namespace, strategy: effective, maxLen: o.HistoryMaxLen,
+		link: newLink(c, owned, o), strategy: effective, maxLen: o.HistoryMaxLen,
 		window: o.Window, idmpDur: int64(o.IDMPDuration / time.Second), idmpMax: o.IDMPMaxSize,
-		log: o.Log, setup: map[string]*idmpJob{}, claims: map[claimKey]claimEntry{},
+		setup: map[string]*idmpJob{}, claims: map[claimKey]claimEntry{},
 	}
 	if err := loadScripts(ctx, c, scriptClaim, idmpSetup, claimOnlyFinish, claimOnlyRecord); err != nil {
 		b.Close()
@@ -455,24 +452,13 @@ func (b *ClaimOnly) Namespace() string { return b.ns }
 func (b *ClaimOnly) Strategy() string { return b.strategy }
 
 // Close closes the client, unless it was given in Options.Client.
-func (b *ClaimOnly) Close() error {
-	if !b.owned {
-		return nil
-	}
-	if err := b.c.Close(); err != nil {
-		return fmt.Errorf("close redis client: %w", err)
-	}
-	return nil
-}
+func (b *ClaimOnly) Close() error { return b.close() }
 
 // runsKey and resultsKey are the job's streams, notesKey its stream-id
 // notes (see the layout above).
 func (b *ClaimOnly) runsKey(job string) string    { return "{" + b.ns + ":" + job + "}:runs" }
 func (b *ClaimOnly) resultsKey(job string) string { return "{" + b.ns + ":" + job + "}:results" }
 func (b *ClaimOnly) notesKey(job string) string   { return "{" + b.ns + ":" + job + "}:notes" }
-
-// jobsKey is the set of the namespace's job names (shared with lease).
-func (b *ClaimOnly) jobsKey() string { return b.ns + ":jobs" }
 
 // checkClaimOnly refuses requests a claim-only strategy cannot decide.
 func checkClaimOnly(req claim.Request) error {
@@ -495,7 +481,8 @@ func checkClaimOnly(req claim.Request) error {
 
 // Claim decides req with the backend's strategy (see the doc above). Late
 // by the instance's clock is answered without asking Redis. An error means
-// no decision arrived; the claim may be re-sent with the same token.
+// no decision arrived; the claim may be re-sent with the same token. With
+// waitReplicas, a win is answered once the replicas hold it.
 func (b *ClaimOnly) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
 	if err := checkClaimOnly(req); err != nil {
 		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
@@ -514,6 +501,9 @@ func (b *ClaimOnly) Claim(ctx context.Context, req claim.Request) (claim.Result,
 	default:
 		res, id, err = b.claimScript(ctx, req)
 	}
+	if err == nil && res.Outcome == claim.Won {
+		err = b.confirm(ctx, written{job: req.Job, key: b.runsKey(req.Job), kind: "stream", at: id, token: req.Token})
+	}
 	if err != nil {
 		return claim.Result{}, fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
 	}
@@ -523,24 +513,17 @@ func (b *ClaimOnly) Claim(ctx context.Context, req claim.Request) (claim.Result,
 	return res, nil
 }
 
-// withIndex runs write after SADD of the job to the index of jobs, in one
-// pipeline (one round trip on a single server), as the lease strategy's
-// claim does: the index names the job before any claim of it exists.
-func (b *ClaimOnly) withIndex(ctx context.Context, job string, write func(p redis.Pipeliner) redis.Cmder) (redis.Cmder, error) {
-	var index *redis.IntCmd
-	var cmd redis.Cmder
-	_, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		index = p.SAdd(ctx, b.jobsKey(), job)
-		cmd = write(p)
-		return nil
-	})
-	if err := index.Err(); err != nil {
-		return cmd, fmt.Errorf("add the job to %s: %w", b.jobsKey(), err)
-	}
-	if cmd.Err() == nil && err != nil {
-		return cmd, err
-	}
-	return cmd, nil
+// withIndex runs write on the client and makes sure the job is in the
+// index of jobs: the first write of a job in this process sends the SADD
+// beside it and waits for it at most indexGrace; while SADDs fail, each
+// later one sends another without waiting (index.go). The index never
+// holds a claim up: it may live on a shard that is down. It returns write's
+// command.
+func (b *ClaimOnly) withIndex(ctx context.Context, job string, write func(c redis.Cmdable) redis.Cmder) redis.Cmder {
+	wait := b.idx.touch(job)
+	cmd := write(b.c)
+	wait(ctx)
+	return cmd
 }
 
 // fields of a claim entry in :runs.

@@ -19,8 +19,8 @@ import (
 // Record writes n where the claims of the job are decided, unless the slot
 // has a claim or a note there: stream-id and script with one script
 // (lua/claimonly_record.lua), idmp with the claim's own idempotent XADD,
-// so that every later claim of the slot is lost. Each write goes with the
-// SADD of the job to the index of jobs, in one pipeline, as a claim does.
+// so that every later claim of the slot is lost. The job goes into the
+// index of jobs as with a claim (withIndex).
 // The note is stamped with store time (n.At is not used). Where the
 // strategy cannot tell whether the slot was claimed (stream-id, a slot
 // whose entry may have been trimmed), nothing is written and Record
@@ -49,12 +49,9 @@ func (b *ClaimOnly) recordScript(ctx context.Context, n claim.Note) (bool, error
 	keys := []string{b.runsKey(n.Job), b.notesKey(n.Job)}
 	args := []any{b.strategy, n.Slot, string(n.Status), n.Reason, n.HeldBy, n.Instance,
 		b.window.Milliseconds(), b.maxLen}
-	cmd, err := b.withIndex(ctx, n.Job, func(p redis.Pipeliner) redis.Cmder {
+	cmd := b.withIndex(ctx, n.Job, func(p redis.Cmdable) redis.Cmder {
 		return claimOnlyRecord.EvalSha(ctx, p, keys, args...)
 	})
-	if err != nil {
-		return false, err
-	}
 	rec := cmd.(*redis.Cmd)
 	if redis.HasErrorPrefix(rec.Err(), "NOSCRIPT") {
 		rec = claimOnlyRecord.Eval(ctx, b.c, keys, args...)

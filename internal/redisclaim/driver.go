@@ -3,6 +3,7 @@ package redisclaim
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/anarchon/anarchon/internal/claim"
@@ -19,6 +20,15 @@ type Settings struct {
 	DurationSec  int   // strategyOptions.durationSec (idmp)
 	WindowMs     int64 // strategyOptions.windowMs (script)
 	TLS          storetls.Settings
+	// ReloadIntervalMs is how often a Cluster client reloads its slot map
+	// when no error asks for it (reloadIntervalMs; 0: the default,
+	// DefaultReloadInterval).
+	ReloadIntervalMs int64
+	// WaitReplicas and WaitTimeoutMs: a won claim (and a lease Finish) is
+	// answered only once that many replicas hold it (WAIT); 0 waits for
+	// none. WaitTimeoutMs 0 is the default, DefaultWaitTimeout.
+	WaitReplicas  int
+	WaitTimeoutMs int64
 }
 
 // Section defaults and bounds.
@@ -28,6 +38,12 @@ const (
 	defaultWindowMs    = 3600000
 	// maxDurationSec is the largest IDMP-DURATION Redis accepts.
 	maxDurationSec = 86400
+	// Bounds of reloadIntervalMs: more often than every 100 ms is a
+	// CLUSTER SLOTS storm; a failover is followed on its errors anyway.
+	minReloadMs, maxReloadMs = 100, 600_000
+	// maxWaitTimeoutMs bounds waitTimeoutMs: below go-redis's default
+	// read timeout (3 s), which would cut a longer WAIT off.
+	maxWaitTimeoutMs = 2_000
 )
 
 func init() {
@@ -42,36 +58,63 @@ func init() {
 				{Name: "durationSec", Kind: store.Int},
 				{Name: "windowMs", Kind: store.Int},
 			}},
+			{Name: "reloadIntervalMs", Kind: store.Int},
+			{Name: "waitReplicas", Kind: store.Int},
+			{Name: "waitTimeoutMs", Kind: store.Int},
 			store.TLSKey,
 		},
-		Parse: func(s store.Section) store.Settings {
-			return Settings{
-				URL:          s.String("url", defaultURL, store.URL("redis", "rediss", "unix")),
-				Strategy:     s.String("strategy", StrategyLease, store.OneOf(StrategyLease, StrategyStreamID, StrategyIDMP, StrategyScript, StrategyAuto)),
-				PasswordFile: s.Path("passwordFile", ""),
-				DurationSec:  int(s.Int("strategyOptions.durationSec", defaultDurationSec, store.IntRange(1, maxDurationSec))),
-				WindowMs:     s.Int("strategyOptions.windowMs", defaultWindowMs, store.Millis(1)),
-				TLS:          s.TLS(),
-			}
-		},
+		Parse: parse,
 		Open:  open,
 		Check: check,
 	})
 }
 
-// check answers, for validate, whether the server can run the strategy,
-// and which one auto picks.
+// parse reads backend.redis.
+func parse(s store.Section) store.Settings {
+	c := Settings{
+		URL:          s.String("url", defaultURL, store.URL("redis", "rediss", "unix")),
+		Strategy:     s.String("strategy", StrategyLease, store.OneOf(StrategyLease, StrategyStreamID, StrategyIDMP, StrategyScript, StrategyAuto)),
+		PasswordFile: s.Path("passwordFile", ""),
+		DurationSec:  int(s.Int("strategyOptions.durationSec", defaultDurationSec, store.IntRange(1, maxDurationSec))),
+		WindowMs:     s.Int("strategyOptions.windowMs", defaultWindowMs, store.Millis(1)),
+		TLS:          s.TLS(),
+		// 0: the built-in defaults (Options.withDefaults).
+		ReloadIntervalMs: s.Int("reloadIntervalMs", 0, store.IntRange(minReloadMs, maxReloadMs)),
+		WaitReplicas:     int(s.Int("waitReplicas", 0, store.IntRange(0, MaxWaitReplicas))),
+		WaitTimeoutMs:    s.Int("waitTimeoutMs", 0, store.IntRange(1, maxWaitTimeoutMs)),
+	}
+	if s.Set("waitTimeoutMs") && !s.Set("waitReplicas") {
+		s.Errorf("waitTimeoutMs", "waitTimeoutMs is set but waitReplicas is not: set waitReplicas (the replicas a claim waits for), or remove waitTimeoutMs")
+	}
+	if c.WaitReplicas > 0 && strings.HasPrefix(c.URL, "unix:") {
+		s.Errorf("waitReplicas", "waitReplicas needs replicas, and a unix:// URL names one local server: use a redis:// URL of the master, a Sentinel or a Cluster URL, or remove waitReplicas")
+	}
+	return c
+}
+
+// check answers, for validate, what the URL reaches (topology, replicas:
+// waitReplicas is refused above what a master has), whether the server
+// can run the strategy, and which one auto picks.
 func check(ctx context.Context, st store.Settings) (string, error) {
 	c := st.(Settings)
 	tc, err := storetls.Config(c.TLS)
 	if err != nil {
 		return "", fmt.Errorf("backend.redis.%w", err)
 	}
-	eff, err := CheckStrategy(ctx, Options{URL: c.URL, PasswordFile: c.PasswordFile, TLS: tc, Strategy: c.Strategy})
-	if err != nil || eff == c.Strategy {
+	o := Options{URL: c.URL, PasswordFile: c.PasswordFile, TLS: tc, Strategy: c.Strategy, WaitReplicas: c.WaitReplicas}
+	eff, err := CheckStrategy(ctx, o)
+	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("redis strategy %s: using %s on this server", c.Strategy, eff), nil
+	topo, err := CheckTopology(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	if eff == c.Strategy {
+		return topo.String(), nil
+	}
+	// The strategy line first: later lines of a note go unprefixed.
+	return fmt.Sprintf("redis strategy %s: using %s on this server\n%s", c.Strategy, eff, topo), nil
 }
 
 // open dispatches on backend.redis.strategy.
@@ -81,7 +124,9 @@ func open(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis: backend.redis.%w", err)
 	}
-	o := Options{URL: c.URL, PasswordFile: c.PasswordFile, TLS: tc, Namespace: p.Namespace, Log: p.Log}
+	o := Options{URL: c.URL, PasswordFile: c.PasswordFile, TLS: tc, Namespace: p.Namespace, Log: p.Log,
+		ReloadInterval: time.Duration(c.ReloadIntervalMs) * time.Millisecond,
+		WaitReplicas:   c.WaitReplicas, WaitTimeout: time.Duration(c.WaitTimeoutMs) * time.Millisecond}
 	switch c.Strategy {
 	case StrategyLease, "":
 		return New(ctx, o)

@@ -2,6 +2,7 @@ package redisclaim
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -27,7 +28,7 @@ var LeaseClaim = leaseClaim
 // IDMPArgs is the idmp claim's XADD for req on namespace ns, as go-redis
 // would send it (built in a pipeline that is never run).
 func IDMPArgs(ns string, req claim.Request) []any {
-	b := &ClaimOnly{ns: ns, maxLen: DefaultHistoryMaxLen, idmpMax: MaxIDMPMaxSize}
+	b := &ClaimOnly{link: link{ns: ns}, maxLen: DefaultHistoryMaxLen, idmpMax: MaxIDMPMaxSize}
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
 	return c.Pipeline().XAdd(context.Background(), b.idmpArgs(req)).Args()
@@ -40,3 +41,13 @@ var HasToken = hasToken
 func IDMPSetup(ctx context.Context, c redis.UniversalClient, key string, durationSec, maxSize int64) ([]any, error) {
 	return idmpSetup.Run(ctx, c, []string{key}, durationSec, maxSize).Slice()
 }
+
+// Confirm runs the wait for replicas of the lease run (job, slot) claimed
+// with tok, as a won claim does.
+func Confirm(ctx context.Context, b claim.Backend, job string, slot int64, tok claim.Token) error {
+	lb := b.(*Backend)
+	return lb.confirm(ctx, written{job: job, key: lb.keys(job).state, kind: "hash", at: strconv.FormatInt(slot, 10), token: tok})
+}
+
+// NeedsReload is needsReload.
+var NeedsReload = needsReload

@@ -62,20 +62,16 @@ func (b *ClaimOnly) claimIDMP(ctx context.Context, req claim.Request) (claim.Res
 }
 
 // xaddIDMP configures the job's stream (once per process) and sends the
-// idempotent XADD args (with the SADD of the job to the index, in one
-// pipeline); it returns the ID Redis answered: the new entry's, or the
+// idempotent XADD args (withIndex); it returns the ID Redis answered: the new entry's, or the
 // first entry's of the idempotency key.
 func (b *ClaimOnly) xaddIDMP(ctx context.Context, job string, args *redis.XAddArgs) (string, error) {
 	for try := 0; ; try++ {
 		if err := b.configureIDMP(ctx, job); err != nil {
 			return "", err
 		}
-		cmd, err := b.withIndex(ctx, job, func(p redis.Pipeliner) redis.Cmder {
+		cmd := b.withIndex(ctx, job, func(p redis.Cmdable) redis.Cmder {
 			return p.XAdd(ctx, args)
 		})
-		if err != nil {
-			return "", err
-		}
 		id, err := cmd.(*redis.StringCmd).Result()
 		if errors.Is(err, redis.Nil) {
 			// NOMKSTREAM: the stream is gone (deleted behind our back).

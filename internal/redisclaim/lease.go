@@ -44,8 +44,8 @@ import (
 //	                              reason for noted); MAXLEN ~ HistoryMaxLen
 //
 // and one key outside them, the set <ns>:jobs of job names (for status and
-// Prune over every job; added to with every claim, in the claim's pipeline,
-// and never touched by a script).
+// Prune over every job; written off the claim path, index.go, and never
+// touched by a script).
 //
 // The live hash stands for the original design spec's "field naming the job's
 // latest won slot" (docs/spec.md#departures): that field alone would miss an
@@ -124,11 +124,8 @@ const (
 // Backend is the Redis lease backend: a claim.Leaser, claim.Pruner and
 // claim.Recorder. It is safe for concurrent use.
 type Backend struct {
-	c      redis.UniversalClient
-	owned  bool // Close closes c
-	ns     string
+	link
 	maxLen int64
-	log    *zap.Logger
 }
 
 var (
@@ -150,7 +147,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{c: c, owned: owned, ns: o.Namespace, maxLen: o.HistoryMaxLen, log: o.Log}
+	b := &Backend{link: newLink(c, owned, o), maxLen: o.HistoryMaxLen}
 	// EVALSHA_RO (the cheap read) needs Redis 7.0; XTRIM MINID 6.2.
 	switch v, major, _, ok := serverVersion(ctx, c); {
 	case !ok:
@@ -170,15 +167,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 func (b *Backend) Namespace() string { return b.ns }
 
 // Close closes the client, unless it was given in Options.Client.
-func (b *Backend) Close() error {
-	if !b.owned {
-		return nil
-	}
-	if err := b.c.Close(); err != nil {
-		return fmt.Errorf("close redis client: %w", err)
-	}
-	return nil
-}
+func (b *Backend) Close() error { return b.close() }
 
 // jobKeys are the keys of one job (see the layout above).
 type jobKeys struct {
@@ -190,9 +179,6 @@ func (b *Backend) keys(job string) jobKeys {
 	return jobKeys{state: tag + ":state", slots: tag + ":slots", live: tag + ":live", notes: tag + ":notes",
 		history: tag + ":history"}
 }
-
-// jobsKey is the set of the namespace's job names.
-func (b *Backend) jobsKey() string { return b.ns + ":jobs" }
 
 // checkJob refuses job names that would break the keys' hash tag.
 func checkJob(job string) error {
@@ -227,12 +213,13 @@ func checkRequest(req claim.Request) error {
 
 // Claim makes the decision of docs/spec.md#s3-1 for req in one script, with
 // store time: one EVALSHA, one round trip. The first claim of a job that has
-// no state in the store yet is answered "index": it is sent again in one
-// pipeline after an SADD of the job to the index of jobs, so that the index
-// names the job before any run of it exists and no crash between the two can
-// hide a run from status and Prune. On NOSCRIPT (after a restart or SCRIPT
-// FLUSH) the claim is sent again with EVAL; EVALSHA answered NOSCRIPT without
-// running anything.
+// no state in the store yet is answered "index": it is sent again after an
+// SADD of the job to the index of jobs, which it waits for at most
+// indexGrace (the index may live on a shard that is down: index.go), so
+// that, with that shard up, the index names the job before any run of it
+// exists. On NOSCRIPT (after a restart or SCRIPT FLUSH) the claim is sent
+// again with EVAL; EVALSHA answered NOSCRIPT without running anything.
+// With waitReplicas, a win is answered once the replicas hold it.
 func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
 	res, err := b.claimAll(ctx, []claim.Request{req})
 	if err != nil {
@@ -254,7 +241,9 @@ func (b *Backend) ClaimBatch(ctx context.Context, reqs []claim.Request) ([]claim
 
 // claimAll sends the claim script of each request, in order, and re-sends
 // in a second pipeline those answered NOSCRIPT (with EVAL) or "index"
-// (after the SADD of their jobs).
+// (after the SADD of their jobs to the index, which they wait for at most
+// indexGrace: index.go). With waitReplicas, every win is confirmed on its
+// master's replicas (link.confirm) before it is answered.
 func (b *Backend) claimAll(ctx context.Context, reqs []claim.Request) ([]claim.Result, error) {
 	for _, req := range reqs {
 		if err := checkRequest(req); err != nil {
@@ -264,6 +253,49 @@ func (b *Backend) claimAll(ctx context.Context, reqs []claim.Request) ([]claim.R
 			return nil, err
 		}
 	}
+	var waits []func(context.Context)
+	for _, req := range reqs {
+		waits = append(waits, b.idx.touch(req.Job))
+	}
+	cmds, err := b.sendClaims(ctx, reqs)
+	for _, w := range waits {
+		w(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]claim.Result, len(reqs))
+	for i, c := range cmds {
+		req := reqs[i]
+		v, err := c.Slice()
+		if err == nil {
+			var event string
+			out[i], event, err = parseClaimReply(v)
+			if err == nil && event != "" && event != string(claim.EventClaimed) {
+				b.log.Debug("claim decision", zap.String("event", event),
+					zap.String("job", req.Job), zap.Int64("slot", req.Slot), zap.Int("attempt", out[i].Attempt),
+					zap.String("instance", req.Instance), zap.String("token", req.Token.Short()))
+			}
+		}
+		if err == nil && out[i].Outcome == claim.Won {
+			err = b.confirm(ctx, written{job: req.Job, key: b.keys(req.Job).state, kind: "hash",
+				at: strconv.FormatInt(req.Slot, 10), token: req.Token})
+		}
+		if err != nil {
+			if len(reqs) > 1 {
+				err = fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
+			}
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// sendClaims sends the claim script of each request: one EVALSHA, or one
+// pipeline of them; then, in a second pipeline, EVAL of those answered
+// NOSCRIPT or "index", once their jobs' SADDs to the index of jobs
+// (sent at once) ended or indexGrace passed.
+func (b *Backend) sendClaims(ctx context.Context, reqs []claim.Request) ([]*redis.Cmd, error) {
 	keys := make([][]string, len(reqs))
 	args := make([][]any, len(reqs))
 	for i, req := range reqs {
@@ -287,59 +319,36 @@ func (b *Backend) claimAll(ctx context.Context, reqs []claim.Request) ([]claim.R
 		}
 	}
 	var again []int // answered NOSCRIPT or "index"
-	index := map[string]bool{}
+	waits := map[string]func(context.Context){}
 	for i, c := range cmds {
 		if v, err := c.Slice(); redis.HasErrorPrefix(err, "NOSCRIPT") || (err == nil && len(v) > 0 && v[0] == "index") {
 			// Sent again after the SADD of its job: a NOSCRIPT answer says
 			// nothing about the index, and an SADD too many is harmless.
 			again = append(again, i)
-			index[reqs[i].Job] = true
+			if waits[reqs[i].Job] == nil {
+				waits[reqs[i].Job] = b.idx.force(reqs[i].Job)
+			}
 			args[i][len(args[i])-1] = "1"
 		}
 	}
-	if len(again) > 0 {
-		// The scripts are sent whole (EVAL): a NOSCRIPT means the server
-		// lost its script cache, and both paths are rare.
-		var sadds []*redis.IntCmd
-		_, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for job := range index {
-				sadds = append(sadds, p.SAdd(ctx, b.jobsKey(), job))
-			}
-			for _, i := range again {
-				cmds[i] = leaseClaim.Eval(ctx, p, keys[i], args[i]...)
-			}
-			return nil
-		})
-		for _, c := range sadds {
-			if err := c.Err(); err != nil {
-				return nil, fmt.Errorf("add the job to %s: %w", b.jobsKey(), err)
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
+	if len(again) == 0 {
+		return cmds, nil
 	}
-	out := make([]claim.Result, len(reqs))
-	for i, c := range cmds {
-		req := reqs[i]
-		v, err := c.Slice()
-		if err == nil {
-			var event string
-			out[i], event, err = parseClaimReply(v)
-			if err == nil && event != "" && event != string(claim.EventClaimed) {
-				b.log.Debug("claim decision", zap.String("event", event),
-					zap.String("job", req.Job), zap.Int64("slot", req.Slot), zap.Int("attempt", out[i].Attempt),
-					zap.String("instance", req.Instance), zap.String("token", req.Token.Short()))
-			}
-		}
-		if err != nil {
-			if len(reqs) > 1 {
-				err = fmt.Errorf("claim %s@%d: %w", req.Job, req.Slot, err)
-			}
-			return nil, err
-		}
+	for _, w := range waits {
+		w(ctx)
 	}
-	return out, nil
+	// The scripts are sent whole (EVAL): a NOSCRIPT means the server lost
+	// its script cache, and both paths are rare.
+	_, err := b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, i := range again {
+			cmds[i] = leaseClaim.Eval(ctx, p, keys[i], args[i]...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cmds, nil
 }
 
 // parseClaimReply reads {outcome, attempt, now_ms, lease_until_ms, event,
@@ -422,7 +431,8 @@ func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration)
 // only while f's token owns the run and it is running; otherwise
 // claim.ErrFenced. A Finish re-sent after its answer was lost (same token,
 // same result already stored) succeeds without writing. fin.StartedAt and
-// fin.FinishedAt are not used: the run keeps the store's stamps.
+// fin.FinishedAt are not used: the run keeps the store's stamps. With
+// waitReplicas, it returns once the replicas hold the result.
 func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) error {
 	if err := checkJob(f.Job); err != nil {
 		return fmt.Errorf("finish %s: %w", f, err)
@@ -439,6 +449,12 @@ func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) e
 		f.Slot, string(f.Token), string(fin.Status), exit, fin.OutputTail, b.maxLen).Slice()
 	if err == nil {
 		_, err = fencedReply(v)
+	}
+	if err == nil {
+		// A result a failover lost would leave the run running, to be
+		// taken over and run again when its lease ends.
+		err = b.confirm(ctx, written{job: f.Job, key: k.state, kind: "hash",
+			at: strconv.FormatInt(f.Slot, 10), token: f.Token, settled: true})
 	}
 	if err != nil {
 		return fmt.Errorf("finish %s: %w", f, err)
@@ -619,6 +635,7 @@ func (b *Backend) forgetJob(ctx context.Context, job string, k jobKeys) error {
 	if err := b.c.SRem(ctx, b.jobsKey(), job).Err(); err != nil {
 		return fmt.Errorf("remove from %s: %w", b.jobsKey(), err)
 	}
+	b.idx.forget(job)
 	n, err := b.c.Exists(ctx, k.state).Result()
 	if err != nil {
 		return fmt.Errorf("check %s: %w", k.state, err)

@@ -20,7 +20,8 @@ import (
 // (lua/lease_record.lua), atomic with every claim of the job, that stamps
 // the note with store time (n.At is not used). A later claim of the slot
 // is answered done. As with a claim, the first write of a job that has no
-// state yet is sent again after the SADD of the job to the index of jobs.
+// state yet is sent again after the SADD of the job to the index of jobs
+// (waited for at most indexGrace).
 func (b *Backend) Record(ctx context.Context, n claim.Note) (bool, error) {
 	if err := checkNote(n, 0); err != nil {
 		return false, fmt.Errorf("record %s@%d: %w", n.Job, n.Slot, err)
@@ -28,20 +29,13 @@ func (b *Backend) Record(ctx context.Context, n claim.Note) (bool, error) {
 	k := b.keys(n.Job)
 	keys := []string{k.state, k.notes, k.history}
 	args := []any{n.Slot, string(n.Status), n.Reason, n.HeldBy, n.Instance, b.maxLen, ""}
+	wait := b.idx.touch(n.Job)
 	v, err := leaseRecord.Run(ctx, b.c, keys, args...).Slice()
+	wait(ctx)
 	if first, _ := firstString(v); err == nil && first == "index" {
 		args[len(args)-1] = "1"
-		var sadd *redis.IntCmd
-		var cmd *redis.Cmd
-		_, _ = b.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			sadd = p.SAdd(ctx, b.jobsKey(), n.Job)
-			cmd = leaseRecord.Eval(ctx, p, keys, args...)
-			return nil
-		})
-		if err := sadd.Err(); err != nil {
-			return false, fmt.Errorf("record %s@%d: add the job to %s: %w", n.Job, n.Slot, b.jobsKey(), err)
-		}
-		v, err = cmd.Slice()
+		b.idx.force(n.Job)(ctx)
+		v, err = leaseRecord.Eval(ctx, b.c, keys, args...).Slice()
 	}
 	if err != nil {
 		return false, fmt.Errorf("record %s@%d: %w", n.Job, n.Slot, err)

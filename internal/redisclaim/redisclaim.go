@@ -68,7 +68,21 @@
 // Every key of one job carries the hash tag {<namespace>:<job>}, so that all
 // of them live in one cluster slot and one script may touch them all. The
 // only key outside a job's slot is the index of jobs, <namespace>:jobs, which
-// no script touches.
+// no script touches and no claim waits for (index.go): a shard that is down
+// stops the claims of its own jobs only.
+//
+// # Failover
+//
+// A Cluster client reloads its map of slots to nodes on every error a
+// failover causes (a connection error, MOVED, CLUSTERDOWN, READONLY:
+// follow.go) and at least every backend.redis.reloadIntervalMs (Options.
+// ReloadInterval), so that claims reach the promoted replica as soon as
+// Redis promotes it. A Sentinel client asks the sentinels for the master
+// whenever it connects, and drops its connections to the old master when
+// they announce the new one. With backend.redis.waitReplicas (Options.
+// WaitReplicas), a won claim is answered only once that many replicas hold
+// it (WAIT, link.go), so that a failover cannot lose a claim already
+// answered won, at the cost of a round trip and the replicas' delay.
 //
 // # Server versions
 //
@@ -153,6 +167,20 @@ type Options struct {
 	// Window is how far back the script strategy looks for a claim of the
 	// slot (default 1h: backend.redis.strategyOptions.windowMs).
 	Window time.Duration
+	// ReloadInterval is how often a Cluster client reloads its map of
+	// slots to nodes when no error asks for a reload (every connection
+	// error, MOVED, CLUSTERDOWN, READONLY does: follow.go); default
+	// DefaultReloadInterval (backend.redis.reloadIntervalMs). Ignored when
+	// Client is set, and by the other topologies.
+	ReloadInterval time.Duration
+	// WaitReplicas, above 0, makes every won claim (and the lease
+	// strategy's Finish) wait until that many replicas of its master hold
+	// it (WAIT), for at most WaitTimeout (default DefaultWaitTimeout):
+	// backend.redis.waitReplicas and waitTimeoutMs. A write they do not
+	// all acknowledge in time is answered as no decision (an error
+	// wrapping ErrNotReplicated), and the caller sends it again.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 	// Log receives connection and takeover messages; nil discards them.
 	// The first backend given a Log also routes go-redis's own (global)
 	// log messages to it.
@@ -181,6 +209,30 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Client == nil && o.URL == "" {
 		return o, errors.New("backend.redis.url is empty")
 	}
+	return o.replicationDefaults()
+}
+
+// replicationDefaults checks and fills in ReloadInterval, WaitReplicas and
+// WaitTimeout.
+func (o Options) replicationDefaults() (Options, error) {
+	switch {
+	case o.ReloadInterval < 0:
+		return o, fmt.Errorf("negative reload interval %v", o.ReloadInterval)
+	case o.ReloadInterval == 0:
+		o.ReloadInterval = DefaultReloadInterval
+	}
+	if o.WaitReplicas < 0 || o.WaitReplicas > MaxWaitReplicas {
+		return o, fmt.Errorf("waitReplicas %d: want 0 to %d", o.WaitReplicas, MaxWaitReplicas)
+	}
+	switch {
+	case o.WaitTimeout < 0:
+		return o, fmt.Errorf("negative wait timeout %v", o.WaitTimeout)
+	case o.WaitTimeout == 0:
+		o.WaitTimeout = DefaultWaitTimeout
+	case o.WaitTimeout < time.Millisecond:
+		// WAIT's timeout is in milliseconds, and 0 would wait for ever.
+		return o, fmt.Errorf("wait timeout %v is shorter than 1ms", o.WaitTimeout)
+	}
 	return o, nil
 }
 
@@ -196,38 +248,45 @@ func (l goRedisLog) Printf(_ context.Context, format string, v ...any) {
 var routeLogs sync.Once
 
 // connect returns the client of o (o.Client, or a new one from o.URL), its
-// refusals classified (refused.go), and checks that Redis answers. owned says whether the backend must close it.
+// refusals classified (refused.go), following failovers (follow.go), and
+// checks that Redis answers. owned says whether the backend must close it.
 // Its errors name the URL with the password hidden and never contain a
-// password.
-func connect(ctx context.Context, o Options) (c redis.UniversalClient, owned bool, err error) {
-	where := "redis"
-	if o.URL != "" && o.Client == nil {
-		where = "redis " + secret.Redact(o.URL)
-	}
-	c = o.Client
-	var secrets []string
-	if c == nil {
-		cc, err := parseURL(o.URL, o.PasswordFile)
-		if err != nil {
-			return nil, false, fmt.Errorf("connect to %s: %w", where, err)
+// password; a Cluster whose seeds do not answer is an error naming what
+// each seed answered.
+func connect(ctx context.Context, o Options) (redis.UniversalClient, bool, error) {
+	if o.Client != nil {
+		o.Client.AddHook(refusals{ns: o.Namespace})
+		follow(o.Client, o.Log)
+		if err := o.Client.Ping(ctx).Err(); err != nil {
+			return nil, false, fmt.Errorf("connect to redis: %w", secret.Scrub(err))
 		}
-		if err := cc.applyTLS(o.TLS); err != nil {
-			return nil, false, fmt.Errorf("connect to %s: %w", where, err)
-		}
-		secrets = cc.secrets
-		c = cc.newClient()
-		owned = true
-		o.Log.Info("connecting to redis", zap.String("url", secret.Redact(o.URL)),
-			zap.String("topology", string(cc.Topology)))
+		return o.Client, false, nil
 	}
+	where := "redis " + secret.Redact(o.URL)
+	cc, err := parseURL(o.URL, o.PasswordFile)
+	if err == nil {
+		err = cc.applyTLS(o.TLS)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("connect to %s: %w", where, err)
+	}
+	if cc.cluster != nil {
+		cc.cluster.ClusterStateReloadInterval = o.ReloadInterval
+	}
+	c := cc.newClient()
+	o.Log.Info("connecting to redis", zap.String("url", secret.Redact(o.URL)),
+		zap.String("topology", string(cc.Topology)))
 	c.AddHook(refusals{ns: o.Namespace})
+	follow(c, o.Log)
 	if err := c.Ping(ctx).Err(); err != nil {
-		if owned {
-			c.Close()
+		c.Close()
+		if cc.Topology == Cluster {
+			// Say what each seed answered, not only the first error.
+			err = probeSeeds(ctx, cc, err)
 		}
-		return nil, false, fmt.Errorf("connect to %s: %w", where, secret.Scrub(err, secrets...))
+		return nil, false, fmt.Errorf("connect to %s: %w", where, secret.Scrub(err, cc.secrets...))
 	}
-	return c, owned, nil
+	return c, true, nil
 }
 
 // serverVersion is the version Redis reports in INFO server (redis_version,

@@ -13,18 +13,15 @@ import (
 // The script strategy (docs/spec.md#s3-2-script; see claimonly.go): one Lua
 // script over the stream's entries of the last window.
 
-// claimScript runs the claim script (with the SADD of the job to the index,
-// in one pipeline; EVAL again on NOSCRIPT, as the lease claim does). It
+// claimScript runs the claim script (withIndex; EVAL again on NOSCRIPT, as
+// the lease claim does). It
 // returns the entry ID of the run's claim.
 func (b *ClaimOnly) claimScript(ctx context.Context, req claim.Request) (claim.Result, string, error) {
 	keys := []string{b.runsKey(req.Job)}
 	args := []any{req.Slot, string(req.Token), req.Instance, b.window.Milliseconds(), req.MaxLate.Milliseconds()}
-	cmd, err := b.withIndex(ctx, req.Job, func(p redis.Pipeliner) redis.Cmder {
+	cmd := b.withIndex(ctx, req.Job, func(p redis.Cmdable) redis.Cmder {
 		return scriptClaim.EvalSha(ctx, p, keys, args...)
 	})
-	if err != nil {
-		return claim.Result{}, "", err
-	}
 	decide := cmd.(*redis.Cmd)
 	if redis.HasErrorPrefix(decide.Err(), "NOSCRIPT") {
 		decide = scriptClaim.Eval(ctx, b.c, keys, args...)

@@ -22,19 +22,15 @@ const errIDNotGreater = "The ID specified in XADD is equal or smaller"
 // streamID is the entry ID of slot's claim.
 func streamID(slot int64) string { return strconv.FormatInt(slot, 10) + "-0" }
 
-// claimStreamID sends XADD <slot>-0 (with the SADD of the job to the index,
-// in one pipeline); on "equal or smaller" it reads the entry <slot>-0 and
+// claimStreamID sends XADD <slot>-0 (withIndex); on "equal or smaller" it reads the entry <slot>-0 and
 // compares tokens. It returns the entry ID of the claim.
 func (b *ClaimOnly) claimStreamID(ctx context.Context, req claim.Request) (claim.Result, string, error) {
 	id := streamID(req.Slot)
-	cmd, err := b.withIndex(ctx, req.Job, func(p redis.Pipeliner) redis.Cmder {
+	cmd := b.withIndex(ctx, req.Job, func(p redis.Cmdable) redis.Cmder {
 		return p.XAdd(ctx, &redis.XAddArgs{
 			Stream: b.runsKey(req.Job), MaxLen: b.maxLen, Approx: true, ID: id, Values: claimFields(req),
 		})
 	})
-	if err != nil {
-		return claim.Result{}, "", err
-	}
 	switch err := cmd.Err(); {
 	case err == nil:
 		return claim.Result{Outcome: claim.Won, Attempt: 1}, id, nil
