@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -52,8 +53,10 @@ func newValidateCmd(env Env) *cobra.Command {
 				if err != nil {
 					return runtimeError(fmt.Errorf("%s: the store cannot be used: %w", cfg.File, err))
 				}
-				if note != "" {
-					fmt.Fprintf(env.Stdout, "%s: %s\n", cfg.File, note)
+				for _, line := range strings.Split(note, "\n") {
+					if line != "" {
+						fmt.Fprintf(env.Stdout, "%s: %s\n", cfg.File, line)
+					}
 				}
 			}
 			b, err := cfg.OpenStore(ctx, zap.NewNop(), nil)
