@@ -60,8 +60,6 @@ const (
 	// wins a second time. Twice maxLate leaves as much again for clock skew
 	// and pauses.
 	retentionFactor = 2
-	// maxMs is the largest millisecond count that fits a time.Duration.
-	maxMs = math.MaxInt64 / int64(time.Millisecond)
 )
 
 var (

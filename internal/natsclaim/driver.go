@@ -47,7 +47,8 @@ func init() {
 				TLS:               s.TLS(),
 			}
 		},
-		Open: open,
+		Open:    open,
+		Testing: testServer,
 	})
 }
 
