@@ -24,7 +24,6 @@ import (
 	"github.com/anarchon/anarchon/internal/rabbitclaim"
 	"github.com/anarchon/anarchon/internal/redisclaim"
 	"github.com/anarchon/anarchon/internal/sqliteclaim"
-	"github.com/anarchon/anarchon/internal/testserver"
 )
 
 // row is one backend to measure: one row of the table.
@@ -222,7 +221,7 @@ func redisStore[B claim.Backend](open func(context.Context, redisclaim.Options) 
 			open: func(ctx context.Context) (claim.Backend, error) { return asBackend(open(ctx, o)) },
 			raw:  func(ctx context.Context) error { return c.Ping(ctx).Err() },
 			cleanup: func(ctx context.Context, _ []runKey) error {
-				return errors.Join(testserver.DeleteRedisNamespace(ctx, c, ns), c.Close())
+				return errors.Join(redisclaim.DeleteNamespace(ctx, c, ns), c.Close())
 			},
 		}, nil
 	}
@@ -309,7 +308,7 @@ func rabbitStoreOf(prepare bool) (*store, error) {
 			for _, r := range runs {
 				queues = append(queues, rabbitclaim.GateQueue(ns, r.job, r.slot))
 			}
-			return testserver.DeleteRabbitQueues(conn, queues...)
+			return rabbitclaim.DeleteQueues(conn, queues...)
 		},
 	}, nil
 }

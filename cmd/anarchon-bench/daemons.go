@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -609,54 +610,96 @@ type daemonStore struct {
 	// cleanup removes the namespace; runs are the runs that may have been
 	// claimed in it (RabbitMQ deletes one gate queue per run).
 	cleanup func(ctx context.Context, runs []runKey) error
+	// extraCleanup removes what the store's extra added (storeExtra).
+	extraCleanup func(ctx context.Context, runs []runKey) error
+}
+
+// benchVariants are the bench's own configurations of a registered store
+// (testserver.Targets), by row name: the target and the section keys that
+// differ from it.
+var benchVariants = map[string]struct {
+	of   string
+	keys map[string]any
+}{
+	"postgres-async": {"postgres", map[string]any{"synchronousCommit": "off"}},
+}
+
+// storeExtra adds to a daemon store what the bench measures with beside
+// the test's own place (testserver.Place): a counter of the store's
+// operations, and what the cleanup removes beside the place
+// (st.extraCleanup). It may move the place to another address on the same
+// server, which it returns; a server that does not answer is an
+// unreachable error.
+type storeExtra func(ctx context.Context, st *daemonStore, url, id string) (string, error)
+
+// storeExtras are the stores' extras, by store name.
+var storeExtras = map[string]storeExtra{
+	"postgres": postgresExtra,
+	"redis":    redisExtra,
+	"nats":     natsExtra,
+	"rabbitmq": rabbitExtra,
 }
 
 // newDaemonStore makes a fresh namespace on backend (a row name of
-// backends.go). An unreachable server is an unreachable error.
+// backends.go): the store's own place for a test (testserver), with the
+// bench's extras. An unreachable server is an unreachable error.
 func newDaemonStore(ctx context.Context, backend string) (*daemonStore, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	sfx := suffix()
-	ns := "anarchon-bench-" + sfx
-	st := &daemonStore{name: backend, namespace: ns}
-	switch backend {
-	case "sqlite":
-		dir, err := os.MkdirTemp("", "anarchon-bench-daemons-")
-		if err != nil {
-			return nil, err
-		}
-		st.backend = map[string]any{"type": "sqlite", "sqlite": map[string]any{"path": filepath.Join(dir, "anarchon.db")}}
-		st.cleanup = func(context.Context, []runKey) error { return os.RemoveAll(dir) }
-		return st, nil
-	case "postgres":
-		return postgresDaemonStore(ctx, st, "anarchon_bench_"+sfx)
-	case "postgres-async":
-		st, err := postgresDaemonStore(ctx, st, "anarchon_bench_"+sfx)
-		if err != nil {
-			return nil, err
-		}
-		st.backend["postgres"].(map[string]any)["synchronousCommit"] = "off"
-		return st, nil
-	case "redis-lease", "redis-stream-id", "redis-script":
-		return redisDaemonStore(ctx, st, strings.TrimPrefix(backend, "redis-"))
-	case "nats":
-		return natsDaemonStore(ctx, st, "ANARCHON_BENCH_"+strings.ToUpper(sfx))
-	case "rabbitmq":
-		return rabbitDaemonStore(ctx, st)
+	name, keys := backend, map[string]any(nil)
+	if v, ok := benchVariants[backend]; ok {
+		name, keys = v.of, v.keys
 	}
-	return nil, fmt.Errorf("unknown backend %q (known: %s)", backend, strings.Join(rowNames(), ","))
+	t, err := testserver.Find(name)
+	if err != nil {
+		return nil, fmt.Errorf("unknown backend %q (known: %s)", backend, strings.Join(rowNames(), ","))
+	}
+	url := serverURL(t)
+	if t.Server != nil {
+		if err := t.Server.Answering(testserver.HostPort(url)); err != nil {
+			return nil, unreachable{err}
+		}
+	}
+	id := "anarchon_bench_" + suffix()
+	st := &daemonStore{name: backend, extraCleanup: func(context.Context, []runKey) error { return nil }}
+	if extra := storeExtras[t.Driver.Name]; extra != nil {
+		if url, err = extra(ctx, st, url, id); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := os.MkdirTemp("", "anarchon-bench-daemons-")
+	if err != nil {
+		return nil, errors.Join(err, st.extraCleanup(ctx, nil))
+	}
+	place, err := t.Isolate(ctx, url, id, dir)
+	if err != nil {
+		return nil, errors.Join(err, st.extraCleanup(ctx, nil), os.RemoveAll(dir))
+	}
+	st.namespace, st.backend = cmp.Or(place.Namespace, id), place.Backend(keys)
+	st.cleanup = func(ctx context.Context, runs []runKey) error {
+		return errors.Join(place.Cleanup(ctx), st.extraCleanup(ctx, runs), os.RemoveAll(dir))
+	}
+	return st, nil
 }
 
-// postgresDaemonStore: a fresh database, dropped afterwards, so that its
+// serverURL is the address of t's server the bench uses: its flag's value.
+func serverURL(t testserver.Target) string {
+	if f := serverFlags[t.Driver.Name]; f != nil {
+		return *f
+	}
+	return t.URL
+}
+
+// postgresExtra: a fresh database, dropped afterwards, so that its
 // pg_stat_database row counts the daemons' transactions alone (the
 // counter is read from a connection to the DSN's own database, which is
-// not counted there). If the database cannot be created (no CREATEDB), a
-// fresh schema in the DSN's database, whose transactions are then counted
+// not counted there). If the database cannot be created (no CREATEDB), the
+// place stays in the DSN's database, whose transactions are then counted
 // with everyone else's.
-func postgresDaemonStore(ctx context.Context, st *daemonStore, name string) (*daemonStore, error) {
-	conn, err := pgx.Connect(ctx, *pgDSN)
+func postgresExtra(ctx context.Context, st *daemonStore, dsn, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return nil, unreachable{err}
+		return "", unreachable{err}
 	}
 	count := func(db string) func(context.Context) (int64, error) {
 		return func(ctx context.Context) (int64, error) {
@@ -665,43 +708,30 @@ func postgresDaemonStore(ctx context.Context, st *daemonStore, name string) (*da
 			return n, err
 		}
 	}
+	st.extraCleanup = func(ctx context.Context, _ []runKey) error { return conn.Close(ctx) }
 	dbIdent := pgx.Identifier{name}.Sanitize()
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+dbIdent); err == nil {
-		dsn, err := dsnWithDatabase(*pgDSN, name)
-		if err != nil {
-			_, _ = conn.Exec(ctx, "DROP DATABASE "+dbIdent)
-			conn.Close(ctx)
-			return nil, err
-		}
-		st.backend = map[string]any{"type": "postgres", "postgres": map[string]any{"dsn": dsn}}
-		st.countOps = count(name)
-		st.opsScope = "pg_stat_database xact_commit+xact_rollback of the fresh database " + name +
-			" (only the daemon connects to it; backends flush their counts up to ~10 s late)"
-		st.cleanup = func(ctx context.Context, _ []runKey) error {
+		st.extraCleanup = func(ctx context.Context, _ []runKey) error {
 			_, err := conn.Exec(ctx, "DROP DATABASE "+dbIdent+" WITH (FORCE)")
 			return errors.Join(err, conn.Close(ctx))
 		}
-		return st, nil
-	}
-	schema := pgx.Identifier{name}.Sanitize()
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		conn.Close(ctx)
-		return nil, err
+		fresh, err := dsnWithDatabase(dsn, name)
+		if err != nil {
+			return "", errors.Join(err, st.extraCleanup(ctx, nil))
+		}
+		st.countOps = count(name)
+		st.opsScope = "pg_stat_database xact_commit+xact_rollback of the fresh database " + name +
+			" (only the daemon connects to it; backends flush their counts up to ~10 s late)"
+		return fresh, nil
 	}
 	var db string
 	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
-		conn.Close(ctx)
-		return nil, err
+		return "", errors.Join(err, conn.Close(ctx))
 	}
-	st.backend = map[string]any{"type": "postgres", "postgres": map[string]any{"dsn": *pgDSN, "table": name + ".anarchon_runs"}}
 	st.countOps = count(db)
 	st.opsScope = "pg_stat_database xact_commit+xact_rollback of database " + db +
 		" (CREATE DATABASE refused: every session's transactions on it are counted, this bench's reads included)"
-	st.cleanup = func(ctx context.Context, _ []runKey) error {
-		_, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-		return errors.Join(err, conn.Close(ctx))
-	}
-	return st, nil
+	return dsn, nil
 }
 
 // dsnWithDatabase is dsn (a postgres:// URL or a key=value DSN) naming
@@ -720,21 +750,21 @@ func dsnWithDatabase(dsn, db string) (string, error) {
 	return strings.TrimSpace(dsn + " dbname='" + q + "'"), nil
 }
 
-// redisDaemonStore: a fresh key namespace, its keys deleted afterwards.
-// The counter is INFO commandstats' total of calls: server-wide, so every
-// other client's commands are in it (and one INFO per reading, which the
-// measurement subtracts).
-func redisDaemonStore(ctx context.Context, st *daemonStore, strategy string) (*daemonStore, error) {
-	opt, err := redis.ParseURL(*redisURL)
+// redisExtra: the counter is INFO commandstats' total of calls:
+// server-wide, so every other client's commands are in it (and one INFO
+// per reading, which the measurement subtracts); and, on TCP, the
+// daemon's own commands from MONITOR.
+func redisExtra(ctx context.Context, st *daemonStore, rawURL, _ string) (string, error) {
+	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis URL (one server): %w", err)
+		return "", fmt.Errorf("redis URL (one server): %w", err)
 	}
 	c := redis.NewClient(opt)
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
-		return nil, unreachable{err}
+		return "", unreachable{err}
 	}
-	st.backend = map[string]any{"type": "redis", "redis": map[string]any{"url": *redisURL, "strategy": strategy}}
+	st.extraCleanup = func(context.Context, []runKey) error { return c.Close() }
 	st.countOps = func(ctx context.Context) (int64, error) {
 		s, err := c.Info(ctx, "commandstats").Result()
 		if err != nil {
@@ -755,10 +785,7 @@ func redisDaemonStore(ctx context.Context, st *daemonStore, strategy string) (*d
 			}
 		}
 	}
-	st.cleanup = func(ctx context.Context, _ []runKey) error {
-		return errors.Join(testserver.DeleteRedisNamespace(ctx, c, st.namespace), c.Close())
-	}
-	return st, nil
+	return rawURL, nil
 }
 
 // redisCommandCalls sums calls= over the cmdstat_ lines of INFO
@@ -792,23 +819,22 @@ func redisCommandCalls(info string) (int64, error) {
 	return total, nil
 }
 
-// natsDaemonStore: a fresh stream (the daemon creates it) and namespace,
-// the stream deleted afterwards. The counter is the JetStream account's
-// API total ($JS.API requests: stream info and the like; a claim is a
-// publish into the stream, not an API request): account-wide, every other
-// client of the account included (and one request per reading, which the
-// measurement subtracts).
-func natsDaemonStore(ctx context.Context, st *daemonStore, stream string) (*daemonStore, error) {
-	nc, err := nats.Connect(*natsURL, nats.Name("anarchon-bench counter"))
+// natsExtra: the counter is the JetStream account's API total ($JS.API
+// requests: stream info and the like; a claim is a publish into the
+// stream, not an API request): account-wide, every other client of the
+// account included (and one request per reading, which the measurement
+// subtracts).
+func natsExtra(_ context.Context, st *daemonStore, rawURL, _ string) (string, error) {
+	nc, err := nats.Connect(rawURL, nats.Name("anarchon-bench counter"))
 	if err != nil {
-		return nil, unreachable{err}
+		return "", unreachable{err}
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, err
+		return "", err
 	}
-	st.backend = map[string]any{"type": "nats", "nats": map[string]any{"url": *natsURL, "stream": stream}}
+	st.extraCleanup = func(context.Context, []runKey) error { nc.Close(); return nil }
 	st.countOps = func(ctx context.Context) (int64, error) {
 		ai, err := js.AccountInfo(ctx)
 		if err != nil {
@@ -817,35 +843,27 @@ func natsDaemonStore(ctx context.Context, st *daemonStore, stream string) (*daem
 		return int64(ai.API.Total), nil
 	}
 	st.opsScope = "JetStream account API total: account-wide, every other client's API requests included; stream publishes (claims) not counted"
-	st.cleanup = func(ctx context.Context, _ []runKey) error {
-		defer nc.Close()
-		if err := js.DeleteStream(ctx, stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Errorf("delete stream %s: %w", stream, err)
-		}
-		return nil
-	}
-	return st, nil
+	return rawURL, nil
 }
 
-// rabbitDaemonStore: a fresh namespace whose history stream and gate
-// queues are deleted afterwards. slotTtlMs is 5 minutes, so gates the
-// cleanup misses expire soon. No counter: the broker's per-connection
-// statistics need the management plugin.
-func rabbitDaemonStore(_ context.Context, st *daemonStore) (*daemonStore, error) {
-	conn, err := amqp.DialConfig(*rabbitURL, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second)})
+// rabbitExtra: the cleanup deletes the gate queue of every run that may
+// have been claimed (the place's cleanup deletes the history stream; the
+// gates it misses expire after slotTtlMs). No counter: the broker's
+// per-connection statistics need the management plugin.
+func rabbitExtra(_ context.Context, st *daemonStore, rawURL, _ string) (string, error) {
+	conn, err := amqp.DialConfig(rawURL, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second)})
 	if err != nil {
-		return nil, unreachable{err}
+		return "", unreachable{err}
 	}
-	st.backend = map[string]any{"type": "rabbitmq", "rabbitmq": map[string]any{"url": *rabbitURL, "slotTtlMs": 300000}}
-	st.cleanup = func(_ context.Context, runs []runKey) error {
+	st.extraCleanup = func(_ context.Context, runs []runKey) error {
 		defer conn.Close()
-		queues := []string{rabbitclaim.HistoryQueue(st.namespace)}
+		queues := make([]string, 0, len(runs))
 		for _, r := range runs {
 			queues = append(queues, rabbitclaim.GateQueue(st.namespace, r.job, r.slot))
 		}
-		return testserver.DeleteRabbitQueues(conn, queues...)
+		return rabbitclaim.DeleteQueues(conn, queues...)
 	}
-	return st, nil
+	return rawURL, nil
 }
 
 // opsOverhead is how much one reading of the counter adds to it: the

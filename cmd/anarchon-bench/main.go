@@ -54,6 +54,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -65,6 +66,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/secret"
+	"github.com/anarchon/anarchon/internal/testserver"
 )
 
 // racers is the number of claimers of the contended measurement.
@@ -92,11 +94,26 @@ var (
 	overlapFlag  = flag.String("overlap", string(claim.OverlapSkip), "the claims' overlap policy: skip or allow")
 	backendFlag  = flag.String("backends", strings.Join(rowNames(), ","), "comma-separated backends to measure")
 
-	pgDSN     = flag.String("postgres-dsn", envOr("ANARCHON_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN (env ANARCHON_TEST_POSTGRES_DSN)")
-	redisURL  = flag.String("redis-url", envOr("ANARCHON_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL, one server (env ANARCHON_TEST_REDIS_URL)")
-	natsURL   = flag.String("nats-url", envOr("ANARCHON_TEST_NATS_URL", "nats://127.0.0.1:4222"), "NATS URL (env ANARCHON_TEST_NATS_URL)")
-	rabbitURL = flag.String("rabbitmq-url", envOr("ANARCHON_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL (env ANARCHON_TEST_RABBITMQ_URL)")
+	// serverFlags are the test servers' addresses, by store name.
+	serverFlags = registerServerFlags()
+	pgDSN       = serverFlags["postgres"]
+	redisURL    = serverFlags["redis"]
+	natsURL     = serverFlags["nats"]
+	rabbitURL   = serverFlags["rabbitmq"]
 )
+
+// registerServerFlags defines a flag for the address of every registered
+// store's test server (store.Testing): -<server>-<key> (-postgres-dsn,
+// -redis-url), by default the server's ANARCHON_TEST_* variable, else the
+// store's address for tests.
+func registerServerFlags() map[string]*string {
+	flags := map[string]*string{}
+	for _, srv := range testserver.Servers() {
+		flags[srv.Store] = flag.String(srv.Name+"-"+strings.ToLower(srv.URLKey), srv.URL,
+			fmt.Sprintf("%s %s, one server (env %s)", srv.Title, srv.URLKey, srv.URLEnv))
+	}
+	return flags
+}
 
 // Timeouts of the steps around the measurement.
 const (
@@ -104,13 +121,6 @@ const (
 	cleanupTimeout = 2 * time.Minute
 	claimTimeout   = 30 * time.Second
 )
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
 
 func main() { os.Exit(run()) }
 
@@ -507,6 +517,15 @@ func rowNames() []string {
 // suffix is a random name part, so that concurrent runs never share a
 // namespace.
 func suffix() string { return fmt.Sprintf("%08x", rand.Uint32()) }
+
+// servers lists the test servers' addresses, passwords hidden.
+func servers() string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(serverFlags)) {
+		parts = append(parts, name+" "+redact(*serverFlags[name]))
+	}
+	return strings.Join(parts, ", ")
+}
 
 // redact hides passwords in s (URLs and key=value DSNs).
 func redact(s string) string { return secret.Redact(s) }

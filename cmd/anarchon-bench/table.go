@@ -28,8 +28,7 @@ func printReport(w io.Writer, start time.Time, results []result) {
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	fmt.Fprintf(w, "- n: %d (rabbitmq %d) uncontended claims of fresh runs, interleaved with as many raw ops; overlap %s; contended: %s\n",
 		*nFlag, *nRabbitFlag, *overlapFlag, contended)
-	fmt.Fprintf(w, "- servers: postgres %s, redis %s, nats %s, rabbitmq %s\n\n",
-		redact(*pgDSN), redact(*redisURL), redact(*natsURL), redact(*rabbitURL))
+	fmt.Fprintf(w, "- servers: %s\n\n", servers())
 
 	fmt.Fprintln(w, "| backend | claim p50 | claim p99 | raw p50 | raw p99 | p50 ratio (claim/raw) | durable write p50 | claim/write | contended8 p50 | contended8 p99 |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")

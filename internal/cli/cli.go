@@ -19,7 +19,8 @@ import (
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/supervise"
 
-	// The backends register themselves with the claim registry.
+	// The stores anarchond is built with: each registers itself
+	// (store.Register), and one line here adds one.
 	_ "github.com/anarchon/anarchon/internal/natsclaim"
 	_ "github.com/anarchon/anarchon/internal/pgclaim"
 	_ "github.com/anarchon/anarchon/internal/rabbitclaim"

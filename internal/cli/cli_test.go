@@ -253,7 +253,7 @@ func TestVersion(t *testing.T) {
 // On this Redis (7.x), idmp is refused with the server's version and a
 // suggestion, and auto shows the strategy it picks.
 func TestValidateRedisStrategies(t *testing.T) {
-	testserver.Redis.Require(t, "")
+	testserver.For("redis").Require(t, "")
 	dir := t.TempDir()
 	writeFile(t, dir, "idmp.yaml", "backend:\n  type: redis\n  redis: {strategy: idmp}\n"+goodJobs, 0o644)
 	code, _, stderr := run(t, dir, "validate", "--config", "idmp.yaml")
@@ -270,7 +270,7 @@ func TestValidateRedisStrategies(t *testing.T) {
 // A store that refuses us is one clear error naming the cause and the fix,
 // the password never shown.
 func TestValidateStoreRefuses(t *testing.T) {
-	testserver.RabbitMQ.Require(t, "")
+	testserver.For("rabbitmq").Require(t, "")
 	for _, tc := range []struct{ name, backend, want string }{
 		{"rabbitmq vhost", `{type: rabbitmq, rabbitmq: {url: "amqp://guest:guest@127.0.0.1:5672/nope"}}`,
 			`the store cannot be used: open rabbitmq backend: rabbitmq refused: the broker does not allow the vhost \(530 NOT_ALLOWED\) \(connect to rabbitmq amqp://guest:xxxxx@127.0.0.1:5672/nope: .*vhost nope not found.*; fix: create the vhost`},

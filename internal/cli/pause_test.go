@@ -216,7 +216,7 @@ func TestPauseBadInput(t *testing.T) {
 // On RabbitMQ, pause and resume say that the feature is not supported,
 // naming it and the backend; jobs lists the jobs with a note.
 func TestPauseRefusedOnRabbitMQ(t *testing.T) {
-	testserver.RabbitMQ.Require(t, "")
+	testserver.For("rabbitmq").Require(t, "")
 	dir := t.TempDir()
 	writeFile(t, dir, "c.yaml", "namespace: pause-"+testserver.RandomID()+"\nbackend:\n  type: rabbitmq\n"+twoJobs, 0o644)
 	for _, cmd := range []string{"pause", "resume"} {

@@ -12,7 +12,7 @@ import (
 // daemon's start at once, exit 1, with the cause and the fix; the start
 // does not wait for the store as it does for one that does not answer.
 func TestStoreRefusalFailsAtOnce(t *testing.T) {
-	addr := testserver.Postgres.Require(t, "")
+	addr := testserver.For("postgres").Require(t, "")
 	dir := t.TempDir()
 	writeFile(t, dir, "c.yaml", "metrics: {listen: \"\"}\nbackend:\n  type: postgres\n  postgres:\n"+
 		"    dsn: postgres://postgres@"+addr+"/anarchon_no_such_db?sslmode=disable\n"+

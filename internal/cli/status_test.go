@@ -76,13 +76,14 @@ func TestStatusAbandonedLease(t *testing.T) {
 // On a claim-only store, a run still running long after its timeout, kill
 // grace and recording window shows as abandoned.
 func TestStatusAbandonedClaimOnly(t *testing.T) {
-	testserver.Redis.Require(t, "")
-	url := "redis://127.0.0.1:6379/0"
+	srv := testserver.For("redis")
+	srv.Require(t, "")
+	url := srv.URL
 	ns := "status-" + testserver.RandomID()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := testserver.DeleteRedisNamespaceAt(ctx, url, ns); err != nil {
+		if err := redisclaim.DeleteNamespaceAt(ctx, url, ns); err != nil {
 			t.Log(err)
 		}
 	})

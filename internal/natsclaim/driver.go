@@ -58,8 +58,9 @@ func init() {
 				TLS:               s.TLS(),
 			}
 		},
-		Open:  open,
-		Check: check,
+		Open:    open,
+		Check:   check,
+		Testing: testServer,
 	})
 }
 

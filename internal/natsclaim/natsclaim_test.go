@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -26,12 +25,7 @@ import (
 )
 
 // natsURL is the server the tests use (ANARCHON_TEST_NATS_URL).
-func natsURL() string {
-	if u := os.Getenv("ANARCHON_TEST_NATS_URL"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
-}
+func natsURL() string { return testserver.For("nats").URL }
 
 // hostPort is the first server's host:port of a NATS URL.
 func hostPort(t testing.TB, raw string) string {
@@ -51,7 +45,7 @@ func hostPort(t testing.TB, raw string) string {
 func requireNATS(t testing.TB) string {
 	t.Helper()
 	u := natsURL()
-	testserver.NATS.Require(t, hostPort(t, u))
+	testserver.For("nats").Require(t, hostPort(t, u))
 	return u
 }
 

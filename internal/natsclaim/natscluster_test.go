@@ -55,7 +55,7 @@ func natsBinary(t *testing.T) string {
 		return bin
 	}
 	msg := fmt.Sprintf("nats-server is not installed (%v); install it (apt-get install nats-server, or a release from https://github.com/nats-io/nats-server/releases) to run the NATS cluster tests", err)
-	if testserver.NATS.Required() {
+	if testserver.For("nats").Required() {
 		t.Fatalf("%s\n(ANARCHON_TEST_REQUIRE=%s requires it)", msg, os.Getenv("ANARCHON_TEST_REQUIRE"))
 	}
 	t.Skip(msg)

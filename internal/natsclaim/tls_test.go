@@ -34,7 +34,7 @@ func startNATSServer(t *testing.T, extra string) string {
 			bin = p
 		} else {
 			msg := fmt.Sprintf("nats-server is not installed (%v)", err)
-			if testserver.NATS.Required() {
+			if testserver.For("nats").Required() {
 				t.Fatal(msg + " (ANARCHON_TEST_REQUIRE requires it)")
 			}
 			t.Skip(msg)

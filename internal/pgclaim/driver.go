@@ -55,6 +55,7 @@ func init() {
 			return New(ctx, Options{DSN: c.DSN, PasswordFile: c.PasswordFile, Table: c.Table, TLS: tc,
 				SynchronousCommit: c.SynchronousCommit, Log: p.Log})
 		},
+		Testing: testServer,
 	})
 }
 

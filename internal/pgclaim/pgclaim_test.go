@@ -27,19 +27,12 @@ import (
 	"github.com/anarchon/anarchon/internal/testserver"
 )
 
-// dsnEnv names the DSN of the test server; defaultTestDSN is this machine's
-// (trust authentication for local TCP connections).
-const (
-	dsnEnv         = "ANARCHON_TEST_POSTGRES_DSN"
-	defaultTestDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-)
+// dsnEnv names the DSN of the test server (testServer).
+var dsnEnv = testServer.URLEnv
 
-func testDSN() string {
-	if v := os.Getenv(dsnEnv); v != "" {
-		return v
-	}
-	return defaultTestDSN
-}
+// testDSN is the test server's DSN: dsnEnv's value, else this machine's
+// (trust authentication for local TCP connections).
+func testDSN() string { return testserver.For("postgres").URL }
 
 // requireServer skips or fails t unless the test server answers.
 func requireServer(t testing.TB) string {
@@ -53,7 +46,7 @@ func requireServer(t testing.TB) string {
 	if !strings.HasPrefix(cfg.Host, "/") { // not a Unix socket directory
 		addr = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 	}
-	testserver.Postgres.Require(t, addr)
+	testserver.For("postgres").Require(t, addr)
 	return dsn
 }
 

@@ -51,6 +51,7 @@ func init() {
 		},
 		ClaimAheadMs: defaultClaimAheadMs,
 		Open:         open,
+		Testing:      testServer,
 	})
 }
 

@@ -36,10 +36,8 @@ const testSlotTTL = 60 * time.Second
 // local default. It skips (or fails, see testserver) when nothing answers.
 func brokerURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("ANARCHON_TEST_RABBITMQ_URL")
-	if u == "" {
-		u = "amqp://guest:guest@127.0.0.1:5672/"
-	}
+	srv := testserver.For("rabbitmq")
+	u := srv.URL
 	pu, err := url.Parse(u)
 	if err != nil {
 		t.Fatalf("ANARCHON_TEST_RABBITMQ_URL %q: %v", secret.Redact(u), err)
@@ -48,7 +46,7 @@ func brokerURL(t testing.TB) string {
 	if pu.Port() == "" {
 		addr = net.JoinHostPort(pu.Hostname(), "5672")
 	}
-	testserver.RabbitMQ.Require(t, addr)
+	srv.Require(t, addr)
 	return u
 }
 

@@ -63,9 +63,10 @@ func init() {
 			{Name: "waitTimeoutMs", Kind: store.Int},
 			store.TLSKey,
 		},
-		Parse: parse,
-		Open:  open,
-		Check: check,
+		Parse:   parse,
+		Open:    open,
+		Check:   check,
+		Testing: testServer,
 	})
 }
 
@@ -162,7 +163,8 @@ func (c Settings) Memory() []store.Limit {
 			auto = " (strategy auto uses idmp on servers that have it)"
 		}
 		out = append(out, store.Limit{
-			Key: "strategyOptions.durationSec", Ms: int64(c.DurationSec) * 1000, Shown: fmt.Sprintf("%d s", c.DurationSec),
+			Key: "strategyOptions.durationSec", Ms: int64(c.DurationSec) * 1000, Unit: time.Second,
+			Shown:     fmt.Sprintf("%d s", c.DurationSec),
 			MaxClaims: MaxIDMPMaxSize,
 			Fix: fmt.Sprintf("the idmp strategy%s remembers at most %d claims per job (IDMP-MAXSIZE) and would forget slots early; lower durationSec, or use strategy script or lease",
 				auto, MaxIDMPMaxSize),

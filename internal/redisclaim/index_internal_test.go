@@ -80,7 +80,7 @@ func TestIndexerNeverHoldsAClaim(t *testing.T) {
 // finds the job indexed when it returns, and later claims send nothing;
 // force sends again.
 func TestIndexerOncePerJob(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: testserver.Redis.Require(t, "")})
+	c := redis.NewClient(&redis.Options{Addr: testserver.For("redis").Require(t, "")})
 	defer c.Close()
 	var n atomic.Int32
 	c.AddHook(saddCount{&n})

@@ -30,14 +30,9 @@ import (
 )
 
 // testURL is the Redis the tests use: ANARCHON_TEST_REDIS_URL, or the local
-// server of testserver.Redis. It may be any URL the backend accepts (a
+// server (testserver.For). It may be any URL the backend accepts (a
 // Cluster seed list, a Sentinel set).
-func testURL() string {
-	if u := os.Getenv("ANARCHON_TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
+func testURL() string { return testserver.For("redis").URL }
 
 // requireRedis skips or fails t unless the test server answers.
 func requireRedis(t testing.TB) string {
@@ -53,7 +48,7 @@ func requireRedis(t testing.TB) string {
 		if port == "" {
 			port = "6379"
 		}
-		testserver.Redis.Require(t, net.JoinHostPort(p.Hostname(), port))
+		testserver.For("redis").Require(t, net.JoinHostPort(p.Hostname(), port))
 	}
 	return u
 }

@@ -42,7 +42,7 @@ func redisBins(t testing.TB) (server, cli string) {
 	}
 	msg := fmt.Sprintf("%s not found in PATH: the failover tests start their own Redis processes; install Redis 7 (apt-get install redis-server, which brings both)",
 		strings.Join(missing, " and "))
-	if testserver.Redis.Required() {
+	if testserver.For("redis").Required() {
 		t.Fatalf("%s\n(ANARCHON_TEST_REQUIRE=%s requires it)", msg, os.Getenv("ANARCHON_TEST_REQUIRE"))
 	}
 	t.Skipf("%s\n(set ANARCHON_TEST_REQUIRE=all to make this a failure)", msg)

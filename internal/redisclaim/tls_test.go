@@ -27,7 +27,7 @@ func startTLSRedis(t *testing.T, f storetlstest.Files) string {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		msg := "redis-server is not installed (%v): the TLS test starts one of its own"
-		if testserver.Redis.Required() {
+		if testserver.For("redis").Required() {
 			t.Fatalf(msg+" (ANARCHON_TEST_REQUIRE=%s requires it)", err, os.Getenv("ANARCHON_TEST_REQUIRE"))
 		}
 		t.Skipf(msg, err)

@@ -80,6 +80,9 @@ type Limit struct {
 	Key string
 	// Ms is how long a claim is remembered.
 	Ms int64
+	// Unit is the unit of Key's value: 0 for milliseconds, time.Second
+	// for a count of seconds ("durationSec").
+	Unit time.Duration
 	// Shown is how the key's value reads in a message ("3600 s");
 	// "": Ms.
 	Shown string

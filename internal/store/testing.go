@@ -2,9 +2,14 @@ package store
 
 import "context"
 
-// Testing says how the test harnesses (the e2e suite, the chaos harness,
-// the bench) reach a store's server and keep one test's data apart from
-// another's: the one description of a store's test server.
+// Testing says how the test harnesses (the end-to-end scripts, the chaos
+// harness, the bench) reach a store's server and keep one test's data
+// apart from another's: the one description of a store's test server.
+// internal/testserver turns it into what the harnesses use.
+//
+// Section keys here (Variant.Keys, Isolation.Keys) are named as Section
+// names them, relative to the section and dotted below a map:
+// "strategy", "strategyOptions.windowMs".
 type Testing struct {
 	// Require is the server's name in ANARCHON_TEST_REQUIRE ("postgres");
 	// "" for a store that needs no server (a file).
@@ -23,7 +28,8 @@ type Testing struct {
 	// configuration, named as the store.
 	Variants []Variant
 	// Isolate gives one test its own place in the store (a schema, a
-	// stream, a key namespace) and says how to select and remove it.
+	// stream, a key namespace) and says how to select and remove it. Nil:
+	// the tests share the store as it is.
 	Isolate func(ctx context.Context, p IsolateParams) (Isolation, error)
 }
 
@@ -35,8 +41,10 @@ type Variant struct {
 
 // IsolateParams are what Testing.Isolate gets.
 type IsolateParams struct {
-	URL string // the server's address
-	ID  string // unique to the test: letters, digits and _
+	URL string // the server's address ("" for a store without one)
+	// ID is unique to the test: a letter, then letters, digits and _
+	// (at most 40). It may name the test's namespace, schema or stream.
+	ID  string
 	Dir string // a directory the test owns, for a store that is a file
 }
 

@@ -1,7 +1,16 @@
-// Package testserver lets a test require a real store. A test that cannot
-// reach its server skips locally and fails when ANARCHON_TEST_REQUIRE names
-// that server or is "all" (CI sets "all"), saying which server and how to
-// start it. No test counts a missing server as a pass.
+// Package testserver gives the tests and the harnesses (the end-to-end
+// scripts, the chaos harness, the bench) the stores they run against, as
+// each store describes its test server (store.Driver.Testing): For is one
+// store's server, Targets every configuration to run, Target.Isolate one
+// test's own place in a store.
+//
+// A test that cannot reach its server skips locally and fails when
+// ANARCHON_TEST_REQUIRE names that server or is "all" (CI sets "all"),
+// saying which server and how to start it. No test counts a missing server
+// as a pass.
+//
+// The stores are the registered ones: a harness imports the stores it runs
+// (internal/cli imports every store anarchond is built with).
 package testserver
 
 import (
@@ -12,26 +21,64 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/anarchon/anarchon/internal/store"
 )
 
-// Server is a store the tests use, on this machine by default.
+// Server is a store's test server, on this machine by default.
 type Server struct {
-	Name  string // as ANARCHON_TEST_REQUIRE names it: postgres, redis, rabbitmq, nats
+	Store string // the store's name (store.Driver.Name)
+	Name  string // as ANARCHON_TEST_REQUIRE names it: postgres, redis, ...
 	Title string
-	Addr  string // host:port dialled to see whether it answers
-	Start string // the command that starts it
+	// URL is the server's address: the value of URLEnv, else the store's
+	// default for tests.
+	URL    string
+	URLEnv string
+	// URLKey is the store's section key that holds the address.
+	URLKey string
+	Addr   string // host:port dialled to see whether it answers
+	Start  string // the command that starts it
 }
 
-// The stores, with the commands .ci/run uses to start them.
-var (
-	Postgres = Server{"postgres", "PostgreSQL", "127.0.0.1:5432",
-		"pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"}
-	Redis = Server{"redis", "Redis", "127.0.0.1:6379",
-		`redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log`}
-	RabbitMQ = Server{"rabbitmq", "RabbitMQ", "127.0.0.1:5672", "rabbitmq-server -detached"}
-	NATS     = Server{"nats", "NATS JetStream", "127.0.0.1:4222",
-		"start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log"}
-)
+// For returns the test server of the store registered as name. A store
+// that is not registered, or needs no server, is the test's mistake: For
+// panics.
+func For(name string) Server {
+	d, ok := store.Lookup(name)
+	if !ok {
+		panic(fmt.Sprintf("testserver: no store %q is registered (have %v)", name, store.Names()))
+	}
+	s := serverOf(d)
+	if s == nil {
+		panic(fmt.Sprintf("testserver: the store %q has no test server", name))
+	}
+	return *s
+}
+
+// serverOf is d's test server; nil when it needs none.
+func serverOf(d *store.Driver) *Server {
+	t := d.Testing
+	if t == nil || t.Require == "" {
+		return nil
+	}
+	u := t.URL
+	if v := os.Getenv(t.URLEnv); v != "" && t.URLEnv != "" {
+		u = v
+	}
+	return &Server{Store: d.Name, Name: t.Require, Title: t.Title, URL: u, URLEnv: t.URLEnv, URLKey: t.URLKey,
+		Addr: HostPort(u), Start: t.Start}
+}
+
+// Servers are the test servers of the registered stores, by store name.
+func Servers() []Server {
+	var out []Server
+	for _, d := range store.Drivers() {
+		if s := serverOf(d); s != nil {
+			out = append(out, *s)
+		}
+	}
+	return out
+}
 
 // Required reports whether ANARCHON_TEST_REQUIRE demands the server.
 func (s Server) Required() bool {

@@ -360,8 +360,8 @@ func (c *chaos) skew() error {
 func (c *chaos) restartStore(ctx context.Context) error {
 	c.lastRestart = time.Now()
 	err := c.st.restart(ctx,
-		func() { c.log.add(check.FaultStoreDown, -1, 0, c.st.name) },
-		func() { c.log.add(check.FaultStoreUp, -1, 0, c.st.name) })
+		func() { c.log.add(check.FaultStoreDown, -1, 0, c.st.Name) },
+		func() { c.log.add(check.FaultStoreUp, -1, 0, c.st.Name) })
 	if err != nil {
 		return fmt.Errorf("store restart: %w", err)
 	}

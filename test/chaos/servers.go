@@ -33,10 +33,10 @@ type server struct {
 
 // startRedis starts a private Redis with an fsync'd append-only file in
 // dir, so that a restart keeps every claim.
-func startRedis(ctx context.Context, dir string) (*server, error) {
+func startRedis(ctx context.Context, dir, shared string) (*server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		return nil, fmt.Errorf("private redis: %w (or run with -private-servers=false to use %s)", err, redisURL)
+		return nil, fmt.Errorf("private redis: %w (or run with -private-servers=false to use %s)", err, shared)
 	}
 	port, err := freePort()
 	if err != nil {
@@ -59,10 +59,10 @@ func startRedis(ctx context.Context, dir string) (*server, error) {
 }
 
 // startNATS starts a private NATS server with JetStream on disk in dir.
-func startNATS(ctx context.Context, dir string) (*server, error) {
+func startNATS(ctx context.Context, dir, shared string) (*server, error) {
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
-		return nil, fmt.Errorf("private nats: %w (or run with -private-servers=false to use %s)", err, natsURL)
+		return nil, fmt.Errorf("private nats: %w (or run with -private-servers=false to use %s)", err, shared)
 	}
 	port, err := freePort()
 	if err != nil {

@@ -57,10 +57,14 @@ func TestMain(m *testing.M) {
 // TestScripts runs, on every store, the script folders that apply to it
 // (store.dirs).
 func TestScripts(t *testing.T) {
-	for _, st := range stores() {
-		t.Run(st.name, func(t *testing.T) {
-			if st.server != nil {
-				st.server.Require(t, testserver.HostPort(st.url))
+	all, err := stores()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range all {
+		t.Run(st.Name, func(t *testing.T) {
+			if st.Server != nil {
+				st.Server.Require(t, testserver.HostPort(st.URL))
 			}
 			for _, dir := range st.dirs {
 				testscript.Run(t, params(st, filepath.Join("testdata", dir), workdirRoot(t)))
@@ -125,13 +129,13 @@ func params(st store, dir, root string) testscript.Params {
 			case "peers":
 				return st.namesWinner, nil
 			case "lease":
-				return slices.Contains(st.dirs, "lease"), nil
+				return st.Settings.Leases(), nil
 			}
 			name, ok := strings.CutPrefix(cond, "store:")
 			if !ok {
 				return false, fmt.Errorf("unknown condition %q", cond)
 			}
-			return name == st.name, nil
+			return name == st.Name, nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitfile":      cmdWaitFile,
@@ -244,7 +248,7 @@ func cmdProxy(ts *testscript.TestScript, neg bool, args []string) {
 	switch args[0] {
 	case "start":
 		var err error
-		p, err = faultproxy.Start("127.0.0.1:0", testserver.HostPort(st.url))
+		p, err = faultproxy.Start("127.0.0.1:0", testserver.HostPort(st.URL))
 		ts.Check(err)
 		proxiesMu.Lock()
 		proxies[ts] = p
@@ -255,9 +259,9 @@ func cmdProxy(ts *testscript.TestScript, neg bool, args []string) {
 			delete(proxies, ts)
 			proxiesMu.Unlock()
 		})
-		ts.Setenv(st.urlEnv, testserver.WithHost(st.url, p.Addr()))
+		ts.Setenv(st.URLEnv(), testserver.WithHost(st.URL, p.Addr()))
 	case "direct":
-		ts.Setenv(st.urlEnv, st.url)
+		ts.Setenv(st.URLEnv(), st.URL)
 	case "cut":
 		p.SetMode(faultproxy.Cut)
 	case "blackhole":

@@ -3,26 +3,22 @@ package e2e
 import (
 	"context"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	// The stores anarchond is built with register themselves.
+	_ "github.com/anarchon/anarchon/internal/cli"
 	"github.com/anarchon/anarchon/internal/testserver"
 )
 
-// store is a backend the scripts run against. The scripts' crontabs name
-// sqlite; the other stores are selected by ANARCHON_* overrides, so one
-// script proves the same behaviour on every backend.
+// store is a configuration of a registered store the scripts run against
+// (testserver.Targets). The scripts' crontabs name sqlite; each script's
+// store and its own place in it are selected by ANARCHON_* overrides, so
+// one script proves the same behaviour on every store.
 type store struct {
-	name   string
-	server *testserver.Server // nil: no server (sqlite)
-	// urlEnv is the override that holds the store's address, and url the
-	// store's URL; the fault proxy rewrites the URL's host.
-	urlEnv string
-	url    string
-	// setup isolates one script (its own table or key namespace) and
-	// registers the cleanup that leaves nothing behind.
-	setup func(env *testscript.Env, id string) error
+	testserver.Target
 	// dirs are the script folders under testdata that apply to it.
 	dirs []string
 	// namesWinner: a lost claim's answer names the winner (lease stores,
@@ -31,16 +27,37 @@ type store struct {
 }
 
 // The script folders: common to every store; lease (takeover, fencing) for
-// lease backends; network (start-up while the store is down) for stores
+// lease stores; network (start-up while the store is down) for stores
 // reached over the network; resend (claims re-sent through cuts,
 // blackholes and delays, exactly once after) for stores that recognise a
-// re-sent claim; network-lease (a runner cut off past its lease).
-var (
-	leaseDirs      = []string{"common", "lease", "network", "resend", "network-lease"}
-	claimOnlyDirs  = []string{"common", "network", "resend"}
-	rabbitmqDirs   = []string{"common", "network"} // a claim whose answer is lost is skipped (unknown), by design
-	localLeaseDirs = []string{"common", "lease"}
+// re-sent claim; network-lease (a runner cut off past its lease) for lease
+// stores reached over the network.
+const (
+	dirCommon       = "common"
+	dirLease        = "lease"
+	dirNetwork      = "network"
+	dirResend       = "resend"
+	dirNetworkLease = "network-lease"
 )
+
+// quirk is what the registry cannot say about a store for these scripts.
+type quirk struct {
+	// namesWinner: a claim-only store whose answer to a lost claim names
+	// the winner.
+	namesWinner bool
+	// noResend: a claim whose answer is lost is not recognised when it is
+	// re-sent.
+	noResend bool
+}
+
+// quirks are the stores' quirks, by store (variant) name.
+var quirks = map[string]quirk{
+	// A NATS loser reads the stored claim, whose instance won.
+	"nats": {namesWinner: true},
+	// A RabbitMQ claim whose answer is lost is skipped (unknown), by
+	// design.
+	"rabbitmq": {noResend: true},
+}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -49,108 +66,64 @@ func envOr(name, def string) string {
 	return def
 }
 
-func stores() []store {
-	pgURL := envOr("ANARCHON_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	redisURL := envOr("ANARCHON_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-	natsURL := envOr("ANARCHON_TEST_NATS_URL", "nats://127.0.0.1:4222")
-	rabbitURL := envOr("ANARCHON_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")
-	return []store{
-		{name: "sqlite", dirs: localLeaseDirs, namesWinner: true, setup: func(*testscript.Env, string) error { return nil }},
-		{
-			name: "postgres", server: &testserver.Postgres, dirs: leaseDirs, namesWinner: true,
-			urlEnv: "ANARCHON_BACKEND_POSTGRES_DSN", url: pgURL,
-			setup: func(env *testscript.Env, id string) error {
-				schema := "e2e_" + id
-				if err := admin(func(ctx context.Context) error { return testserver.PostgresExec(ctx, pgURL, "CREATE SCHEMA "+schema) }); err != nil {
-					return err
-				}
-				env.Defer(func() {
-					// A daemon killed at a failure may still hold locks for
-					// a moment: retry a deadlocked drop.
-					var err error
-					for range 5 {
-						if err = admin(func(ctx context.Context) error {
-							return testserver.PostgresExec(ctx, pgURL, "DROP SCHEMA "+schema+" CASCADE")
-						}); err == nil {
-							return
-						}
-						time.Sleep(time.Second)
-					}
-					env.T().Log(err)
-				})
-				env.Setenv("ANARCHON_BACKEND_TYPE", "postgres")
-				env.Setenv("ANARCHON_BACKEND_POSTGRES_DSN", pgURL)
-				env.Setenv("ANARCHON_BACKEND_POSTGRES_TABLE", schema+".runs")
-				return nil
-			},
-		},
-		redisStore(redisURL, "lease", leaseDirs),
-		redisStore(redisURL, "stream-id", claimOnlyDirs),
-		redisStore(redisURL, "script", claimOnlyDirs),
-		redisStore(redisURL, "auto", claimOnlyDirs),
-		{
-			name: "nats", server: &testserver.NATS, dirs: claimOnlyDirs, namesWinner: true,
-			urlEnv: "ANARCHON_BACKEND_NATS_URL", url: natsURL,
-			setup: func(env *testscript.Env, id string) error {
-				stream := "E2E_" + id
-				env.Defer(func() {
-					if err := admin(func(ctx context.Context) error { return testserver.DeleteNATSStream(ctx, natsURL, stream) }); err != nil {
-						env.T().Log(err)
-					}
-				})
-				env.Setenv("ANARCHON_BACKEND_TYPE", "nats")
-				env.Setenv("ANARCHON_BACKEND_NATS_URL", natsURL)
-				env.Setenv("ANARCHON_BACKEND_NATS_STREAM", stream)
-				env.Setenv("ANARCHON_NAMESPACE", "e2e-"+id)
-				return nil
-			},
-		},
-		{
-			name: "rabbitmq", server: &testserver.RabbitMQ, dirs: rabbitmqDirs,
-			urlEnv: "ANARCHON_BACKEND_RABBITMQ_URL", url: rabbitURL,
-			setup: func(env *testscript.Env, id string) error {
-				ns := "e2e-" + id
-				env.Defer(func() {
-					// Gate queues expire after slotTtlMs; the history
-					// stream does not.
-					if err := testserver.DeleteRabbitQueuesAt(rabbitURL, ns+".history"); err != nil {
-						env.T().Log(err)
-					}
-				})
-				env.Setenv("ANARCHON_BACKEND_TYPE", "rabbitmq")
-				env.Setenv("ANARCHON_BACKEND_RABBITMQ_URL", rabbitURL)
-				env.Setenv("ANARCHON_BACKEND_RABBITMQ_SLOTTTLMS", "120000")
-				env.Setenv("ANARCHON_NAMESPACE", ns)
-				return nil
-			},
-		},
+// stores are the registered stores' configurations, each with the script
+// folders that apply to it.
+func stores() ([]store, error) {
+	targets, err := testserver.Targets()
+	if err != nil {
+		return nil, err
 	}
+	out := make([]store, 0, len(targets))
+	for _, t := range targets {
+		q := quirks[t.Name]
+		leases, network := t.Settings.Leases(), !t.Driver.Local
+		st := store{Target: t, dirs: []string{dirCommon}, namesWinner: leases || q.namesWinner}
+		if leases {
+			st.dirs = append(st.dirs, dirLease)
+		}
+		if network {
+			st.dirs = append(st.dirs, dirNetwork)
+		}
+		if network && !q.noResend {
+			st.dirs = append(st.dirs, dirResend)
+		}
+		if network && leases {
+			st.dirs = append(st.dirs, dirNetworkLease)
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }
 
-// redisStore is Redis with one claim strategy, on its own key namespace.
-func redisStore(url, strategy string, dirs []string) store {
-	return store{
-		name: "redis-" + strategy, server: &testserver.Redis, dirs: dirs, namesWinner: strategy == "lease",
-		urlEnv: "ANARCHON_BACKEND_REDIS_URL", url: url,
-		setup: func(env *testscript.Env, id string) error {
-			ns := "e2e-" + id
-			env.Defer(func() {
-				if err := admin(func(ctx context.Context) error { return testserver.DeleteRedisNamespaceAt(ctx, url, ns) }); err != nil {
-					env.T().Log(err)
-				}
-			})
-			env.Setenv("ANARCHON_BACKEND_TYPE", "redis")
-			env.Setenv("ANARCHON_BACKEND_REDIS_URL", url)
-			env.Setenv("ANARCHON_BACKEND_REDIS_STRATEGY", strategy)
-			env.Setenv("ANARCHON_NAMESPACE", ns)
-			return nil
-		},
+// setup gives one script its own place in st (its own table, stream, key
+// namespace or file), selects it by ANARCHON_* overrides and registers
+// the cleanup that leaves nothing behind.
+func (st store) setup(env *testscript.Env, id string) error {
+	var place testserver.Place
+	err := admin(func(ctx context.Context) error {
+		var err error
+		place, err = st.Isolate(ctx, st.URL, "e2e_"+id, env.WorkDir)
+		return err
+	})
+	if err != nil {
+		return err
 	}
+	env.Defer(func() {
+		if err := admin(place.Cleanup); err != nil {
+			env.T().Log(err)
+		}
+	})
+	for _, kv := range place.Env() {
+		name, val, _ := strings.Cut(kv, "=")
+		env.Setenv(name, val)
+	}
+	return nil
 }
 
-// admin runs one administrative operation on a store, bounded in time.
+// admin runs one administrative operation on a store, bounded in time (a
+// cleanup may retry: a daemon killed a moment ago may still hold locks).
 func admin(op func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return op(ctx)
 }
