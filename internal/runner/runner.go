@@ -372,7 +372,7 @@ func (r *Runner) Run(ctx context.Context, e Execution) Report {
 			}
 			now := clk.Now()
 			if ev.err != nil {
-				log.Error("fenced: another instance took over; surrendering the run", zap.Error(ev.err))
+				log.Error(fencedMsg(ev.err, "fenced: ", "another instance took over; surrendering the run"), zap.Error(ev.err))
 				stop(stopFenced, job.KillGrace)
 				break
 			}
@@ -522,7 +522,7 @@ func (r *Runner) proveLease(ctx context.Context, clk clock.Clock, log *zap.Logge
 	r.observeRenewal(res, err)
 	switch {
 	case errors.Is(err, claim.ErrFenced):
-		log.Warn("job not started: the run belongs to another attempt", zap.Error(err))
+		log.Warn(fencedMsg(err, "job not started: ", "the run belongs to another attempt"), zap.Error(err))
 		return sent, e.LeaseUntil, Report{Fenced: true, Err: fmt.Errorf("surrendered the run: %w", err)}
 	case err != nil:
 		log.Warn("job not started: the claim was answered too late to prove the lease, and renewing it failed", zap.Error(err))
@@ -605,7 +605,7 @@ func (r *Runner) record(ctx context.Context, clk clock.Clock, log *zap.Logger, f
 		}
 		return true, false, nil
 	case errors.Is(err, claim.ErrFenced):
-		log.Warn("result not recorded: the run is no longer this attempt's (a backup took it over, or marked it interrupted after its lease ran out)", zap.Error(err))
+		log.Warn(fencedMsg(err, "result not recorded: ", "the run is no longer this attempt's (a backup took it over, or marked it interrupted after its lease ran out)"), zap.Error(err))
 		return false, true, fmt.Errorf("recording the result: %w", err)
 	default:
 		log.Error("result not recorded", zap.Error(err), zap.Int("attempts", attempts))
