@@ -42,12 +42,13 @@ func FencedBy(f Fence, r *Run) error {
 }
 
 // Recorded reports whether r, the run a Finish of f found not running,
-// already holds that Finish's result from f's own token: an earlier copy
-// of the same Finish was stored and its answer lost (a connection cut, a
-// failover after the commit reached the standby). The re-sent Finish has
-// then succeeded, and is not fenced.
+// already holds that Finish's result (status, exit code, output tail as
+// the store keeps it) from f's own token: an earlier copy of the same
+// Finish was stored and its answer lost (a connection cut, a failover
+// after the commit reached the standby). The re-sent Finish has then
+// succeeded, and is not fenced.
 func Recorded(f Fence, fin Finish, r *Run) bool {
-	if r == nil || r.Token != f.Token || r.Status != fin.Status {
+	if r == nil || r.Token != f.Token || r.Status != fin.Status || r.OutputTail != fin.OutputTail {
 		return false
 	}
 	if fin.Status == StatusInterrupted {

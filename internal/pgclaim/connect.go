@@ -73,6 +73,12 @@ func setup(o Options) (*connSetup, error) {
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+		if len(hostConfigs(cfg.ConnConfig)) > 1 {
+			// Each new connection tries the hosts in order: a dead host
+			// that does not refuse (a power cut, a partition) costs every
+			// one of them this long before the next host is tried.
+			cfg.ConnConfig.ConnectTimeout = multiHostConnectTimeout
+		}
 	}
 	if !strings.Contains(o.DSN, "pool_max_conns") {
 		// pgxpool's default (4 on small hosts) lets claims stuck on a lossy

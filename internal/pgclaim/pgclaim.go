@@ -68,6 +68,11 @@ const DefaultTable = "anarchon_runs"
 // hanging on a black-holed address.
 const defaultConnectTimeout = 10 * time.Second
 
+// multiHostConnectTimeout is the connect timeout of each host of a DSN
+// that names several, when it sets no connect_timeout: after a failover,
+// a dead primary listed first delays every new connection by this much.
+const multiHostConnectTimeout = 2 * time.Second
+
 // defaultMaxConns is the pool's size unless the DSN sets pool_max_conns.
 const defaultMaxConns = 16
 
@@ -677,10 +682,16 @@ func (b *Backend) fenced(ctx context.Context, f claim.Fence, fin *claim.Finish) 
 	switch {
 	case err != nil:
 		return claim.ErrFenced
-	case fin != nil && claim.Recorded(f, *fin, r):
+	case fin != nil && claim.Recorded(f, stored(*fin), r):
 		return nil
 	}
 	return claim.FencedBy(f, r)
+}
+
+// stored is fin as the table keeps it: its output tail cleaned.
+func stored(fin claim.Finish) claim.Finish {
+	fin.OutputTail = cleanText(fin.OutputTail)
+	return fin
 }
 
 // cleanText makes s storable in a text column: NUL bytes and invalid UTF-8

@@ -24,6 +24,7 @@ type HostState struct {
 	Addr string // host:port as the DSN names it
 	// Err is why the host could not be asked; the rest is then zero.
 	Err      error
+	raw      error // Err as pgx returned it
 	Standby  bool // in recovery
 	ReadOnly bool // default_transaction_read_only on (a primary's sessions)
 	Version  string
@@ -65,13 +66,28 @@ func Inspect(ctx context.Context, o Options) (*Topology, error) {
 	}
 	wg.Wait()
 	if t.Primary() == nil {
-		var said []string
-		for _, h := range t.Hosts {
-			said = append(said, h.Addr+" "+h.role())
-		}
-		return nil, c.fail(fmt.Errorf("postgres %s: %w", c.dsn, &noPrimaryError{hosts: said}))
+		return nil, c.fail(t.noPrimary(c.dsn))
 	}
 	return t, nil
+}
+
+// noPrimary is the error of a topology without a primary: each host with
+// its answer when one answered (a standby, a read-only server), else the
+// hosts' connection errors as they are, so that a refusal (a wrong
+// password, no such database) is classified as New classifies it.
+func (t *Topology) noPrimary(dsn string) error {
+	var said []string
+	var raw []error
+	for _, h := range t.Hosts {
+		said = append(said, h.Addr+" "+h.role())
+		if h.raw != nil {
+			raw = append(raw, h.raw)
+		}
+	}
+	if len(raw) == len(t.Hosts) {
+		return fmt.Errorf("connect to postgres %s: %w", dsn, errors.Join(raw...))
+	}
+	return fmt.Errorf("postgres %s: %w", dsn, &noPrimaryError{hosts: said})
 }
 
 // hostConfigs is one connection configuration per host:port of cc, each
@@ -115,7 +131,7 @@ func probeHost(ctx context.Context, cc *pgx.ConnConfig) HostState {
 	h := HostState{Addr: hostPort(cc.Host, cc.Port)}
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		h.Err = connectCause(err)
+		h.Err, h.raw = connectCause(err), err
 		return h
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
@@ -123,6 +139,7 @@ func probeHost(ctx context.Context, cc *pgx.ConnConfig) HostState {
 		&h.Replicas, &h.SyncReplicas, &h.Hidden, &h.ReplicaList)
 	if err != nil {
 		h.Err = fmt.Errorf("ask its role: %w", err)
+		h.raw = h.Err
 	}
 	return h
 }

@@ -82,7 +82,10 @@ type tally struct {
 	expected int // job × slot
 	ran      int // executed once
 	twice    int // executed more than once
-	missed   int // no execution, a note says why (lost to the failover)
+	// twiceTakenOver: of those, executed again by a later attempt (a
+	// backup's takeover once the lease ran out).
+	twiceTakenOver int
+	missed         int // no execution, a note says why (lost to the failover)
 	// unrecorded: executed, but the store has no record of it (the claim
 	// lost with the primary); unaccounted: neither executed nor noted.
 	unrecorded  int
@@ -96,12 +99,14 @@ func account(lines []runLine, recs []record, jobs int, from, to int64) tally {
 		slot int64
 	}
 	execs := map[key]map[string]bool{} // tokens that executed the slot
+	retried := map[key]bool{}          // executed by an attempt after the first
 	for _, l := range lines {
 		k := key{l.job, l.slot}
 		if execs[k] == nil {
 			execs[k] = map[string]bool{}
 		}
 		execs[k][l.token] = true
+		retried[k] = retried[k] || l.attempt > 1
 	}
 	stored := map[key]record{}
 	for _, r := range recs {
@@ -116,6 +121,9 @@ func account(lines []runLine, recs []record, jobs int, from, to int64) tally {
 			switch n := len(execs[k]); {
 			case n > 1:
 				t.twice++
+				if retried[k] {
+					t.twiceTakenOver++
+				}
 			case n == 1 && !ok:
 				t.unrecorded++
 			case n == 1:
@@ -133,6 +141,6 @@ func account(lines []runLine, recs []record, jobs int, from, to int64) tally {
 }
 
 func (t tally) String() string {
-	return fmt.Sprintf("%d expected: %d ran once %v, %d ran twice, %d missed, %d ran without a record, %d unaccounted",
-		t.expected, t.ran, t.statuses, t.twice, t.missed, t.unrecorded, len(t.unaccounted))
+	return fmt.Sprintf("%d expected: %d ran once %v, %d ran twice (%d by a takeover), %d missed, %d ran without a record, %d unaccounted",
+		t.expected, t.ran, t.statuses, t.twice, t.twiceTakenOver, t.missed, t.unrecorded, len(t.unaccounted))
 }

@@ -21,8 +21,7 @@ import (
 // crontab is every daemon's: every-second jobs that append "job slot
 // attempt instance token" to runs.log and then run for a second, so that
 // runs are in flight at the kill (overlap: allow, since each outlives
-// its slot). connect_timeout bounds each host's connection attempt, as
-// docs/backends.md advises for a multi-host DSN.
+// its slot). The DSN names both servers, as docs/backends.md says.
 const crontab = `instance: %[1]s
 namespace: ha
 metrics: {listen: "127.0.0.1:0"}
@@ -31,7 +30,7 @@ shutdownGraceMs: 5000
 backend:
   type: postgres
   postgres:
-    dsn: "%[3]s connect_timeout=2"
+    dsn: "%[3]s"
 defaults:
   maxLateMs: %[4]d
   leaseMs: %[6]d

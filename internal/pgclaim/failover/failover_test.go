@@ -132,6 +132,17 @@ func promote(t *testing.T, s *pgtest.Server) time.Time {
 	return p.at
 }
 
+// sinceWritable is the time from the promoted standby accepting writes to
+// the first run, as the test's probe (a write every 20 ms) saw it: a
+// daemon's claim may commit before the probe's first write does.
+func sinceWritable(tl timeline) string {
+	d := tl.resumed.Sub(tl.writable).Round(time.Millisecond)
+	if d < 0 {
+		return fmt.Sprintf("0 (a claim committed %v before the probe's first write)", -d)
+	}
+	return d.String()
+}
+
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
@@ -198,11 +209,11 @@ func report(t *testing.T, f *fleet, s *pgtest.Server, sync bool, tl timeline, to
 	t.Logf("%s replication, standby %v behind at the kill, promoted %v after it: %s; "+
 		"gap: kill to first run %v, writes accepted to first run %v; results refused as lost %d, as taken over %d",
 		modeName(sync), lag, tl.writable.Sub(tl.killed).Round(time.Millisecond), tally,
-		tl.resumed.Sub(tl.killed).Round(time.Millisecond), tl.resumed.Sub(tl.writable).Round(time.Millisecond), len(lost), len(taken))
+		tl.resumed.Sub(tl.killed).Round(time.Millisecond), sinceWritable(tl), len(lost), len(taken))
 	if len(tally.unaccounted) > 0 {
 		t.Errorf("slots neither run nor recorded as missed: %s", strings.Join(tally.unaccounted, ", "))
 	}
-	if len(taken) > 0 {
+	if sync && len(taken) > 0 {
 		t.Errorf("no backup took any run over, yet %d fenced answers blame one: %v", len(taken), taken[0].Message)
 	}
 	if sync && (tally.twice > 0 || tally.unrecorded > 0 || len(lost) > 0 || tally.statuses["succeeded "] != tally.ran) {
