@@ -58,18 +58,8 @@ func setup(o Options) (*connSetup, error) {
 	if c.refuse.table == "" {
 		c.refuse.table = DefaultTable
 	}
-	if o.PasswordFile != "" {
-		pw, err := secret.ReadFile(o.PasswordFile, "backend.postgres.passwordFile")
-		if err != nil {
-			return nil, c.fail(fmt.Errorf("postgres %s: %w", c.dsn, err))
-		}
-		c.sec = append(c.sec, pw)
-		cfg.ConnConfig.Password = pw
-	}
-	if o.TLS != nil {
-		if err := requireTLS(&cfg.ConnConfig.Config, o.TLS); err != nil {
-			return nil, fmt.Errorf("postgres %s: %w", c.dsn, err)
-		}
+	if err := c.credentials(o); err != nil {
+		return nil, err
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
@@ -93,6 +83,24 @@ func setup(o Options) (*connSetup, error) {
 	cfg.ConnConfig.ValidateConnect = writable
 	sessionParams(cfg, o)
 	return c, nil
+}
+
+// credentials applies o's password file and TLS to c's configuration.
+func (c *connSetup) credentials(o Options) error {
+	if o.PasswordFile != "" {
+		pw, err := secret.ReadFile(o.PasswordFile, "backend.postgres.passwordFile")
+		if err != nil {
+			return c.fail(fmt.Errorf("postgres %s: %w", c.dsn, err))
+		}
+		c.sec = append(c.sec, pw)
+		c.cfg.ConnConfig.Password = pw
+	}
+	if o.TLS != nil {
+		if err := requireTLS(&c.cfg.ConnConfig.Config, o.TLS); err != nil {
+			return fmt.Errorf("postgres %s: %w", c.dsn, err)
+		}
+	}
+	return nil
 }
 
 // sessionParams sets the runtime parameters of the backend's sessions.
