@@ -25,8 +25,8 @@ type HostState struct {
 	// Err is why the host could not be asked; the rest is then zero.
 	Err      error
 	raw      error // Err as pgx returned it
-	Standby  bool // in recovery
-	ReadOnly bool // default_transaction_read_only on (a primary's sessions)
+	Standby  bool  // in recovery
+	ReadOnly bool  // default_transaction_read_only on (a primary's sessions)
 	Version  string
 	// SyncNames is synchronous_standby_names; SyncCommit the
 	// synchronous_commit in effect for the backend's sessions (its role,
