@@ -158,11 +158,17 @@ func (f *fleet) entries(msg string) []observer.LoggedEntry {
 	return out
 }
 
-// firstStartAfter is when the first job started after t0 on any daemon.
-func (f *fleet) firstStartAfter(t0 time.Time) (time.Time, bool) {
+// firstStartOfSlotAfter is when the first job of a slot after t0 started,
+// on any daemon.
+func (f *fleet) firstStartOfSlotAfter(t0 time.Time) (time.Time, bool) {
 	var first time.Time
 	for _, e := range f.entries("job started") {
-		if e.Time.After(t0) && (first.IsZero() || e.Time.Before(first)) {
+		slot, ok := e.ContextMap()["slot"].(string)
+		if !ok {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, slot)
+		if err == nil && at.After(t0) && (first.IsZero() || e.Time.Before(first)) {
 			first = e.Time
 		}
 	}
