@@ -10,7 +10,7 @@ BIN     := bin/anarchond
 # built without cgo: a static binary, no dynamic loader on each job start.
 SUPERVISE_BIN := bin/anarchon-supervise
 
-.PHONY: build run test test-go test-short bench bench-go bench-claims bench-smoke chaos chaos-ci vet lint clean
+.PHONY: build run test test-go test-short bench bench-go bench-claims bench-smoke chaos chaos-ci chaos-ha vet lint clean
 
 build: ## build bin/anarchond and bin/anarchon-supervise
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/anarchond
@@ -64,6 +64,16 @@ chaos-ci: ## a 60 s chaos run of every backend, one after the other (about 10 mi
 
 chaos: ## fault-injection run of one backend (BACKEND, DURATION, INSTANCES, SEED); output in chaos-out/
 	$(GO) run ./test/chaos -backend $(BACKEND) -duration $(DURATION) -instances $(INSTANCES) $(if $(SEED),-seed $(SEED))
+
+# PostgreSQL failover, measured: the failover test of internal/pgclaim/failover
+# (daemons on a private primary and streaming standby; the primary killed,
+# the standby promoted) HA_ROUNDS times with synchronous replication and as
+# many with asynchronous replication, each round's figures on stdout
+# (docs/reliability.md). test-go runs one synchronous round.
+HA_ROUNDS ?= 3
+
+chaos-ha: ## PostgreSQL failover with synchronous and asynchronous replication, HA_ROUNDS rounds each (about 25 s a round)
+	$(GO) test -count=1 -v -timeout 30m -run '^TestFailover$$' ./internal/pgclaim/failover -args -ha.async -ha.rounds $(HA_ROUNDS)
 
 vet: lint ## go vet, gofmt and golangci-lint
 	$(GO) vet ./...

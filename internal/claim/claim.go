@@ -251,7 +251,25 @@ var (
 	ErrFenced = errors.New("fenced: the run belongs to another attempt")
 	// ErrNotFound: the store has no such run.
 	ErrNotFound = errors.New("run not found")
+	// ErrRunLost: a fenced write found that the store no longer holds the
+	// writer's claim at all: the run's record is gone, or the slot was
+	// claimed anew (a note, or a claim whose attempt is not later than the
+	// writer's). The store lost the claim (a failover to a replica that
+	// had not received it, a restore, a restart without persistence);
+	// no backup took it over. errors.Is(ErrRunLost, ErrFenced) holds: the
+	// caller has lost the run either way.
+	ErrRunLost error = runLost{}
 )
+
+// runLost is ErrRunLost: a kind of ErrFenced with its own message.
+type runLost struct{}
+
+func (runLost) Error() string {
+	return "fenced: the store has lost this attempt's claim (no record of it, or the slot claimed anew); no backup took it over"
+}
+
+// Is makes ErrRunLost an ErrFenced.
+func (runLost) Is(target error) bool { return target == ErrFenced }
 
 // Backend decides claims and records results.
 type Backend interface {

@@ -46,6 +46,7 @@ func init() {
 			store.TLSKey,
 		},
 		Parse: parseSection,
+		Check: check,
 		Open: func(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
 			c := p.Settings.(Settings)
 			tc, err := storetls.Config(c.TLS)
@@ -80,12 +81,15 @@ func checkDSN(dsn string) string {
 		return "must not be empty"
 	}
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		return store.OneURL(dsn, []string{"postgres", "postgresql"})
+		if msg := store.OneURL(dsn, []string{"postgres", "postgresql"}); msg != "" {
+			return msg
+		}
+		return checkTargetSessionAttrs(dsn)
 	}
 	if !strings.Contains(dsn, "=") {
 		return "must be a postgres:// URL or a key=value connection string (host=... dbname=...)"
 	}
-	return ""
+	return checkTargetSessionAttrs(dsn)
 }
 
 // Describe implements store.Settings.
@@ -99,3 +103,20 @@ func (Settings) Leases() bool { return true }
 // Memory implements store.Settings: finished runs are kept until
 // backend.retention prunes them.
 func (Settings) Memory() []store.Limit { return nil }
+
+// check is what validate asks of the store: the topology the DSN's hosts
+// report (Inspect), printed as a note; an error when no host accepts
+// writes.
+func check(ctx context.Context, st store.Settings) (string, error) {
+	c := st.(Settings)
+	tc, err := storetls.Config(c.TLS)
+	if err != nil {
+		return "", fmt.Errorf("backend.postgres.%w", err)
+	}
+	t, err := Inspect(ctx, Options{DSN: c.DSN, PasswordFile: c.PasswordFile, Table: c.Table, TLS: tc,
+		SynchronousCommit: c.SynchronousCommit})
+	if err != nil {
+		return "", err
+	}
+	return t.String(), nil
+}

@@ -48,7 +48,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -68,6 +67,11 @@ const DefaultTable = "anarchon_runs"
 // connect_timeout, so that an unreachable server fails New instead of
 // hanging on a black-holed address.
 const defaultConnectTimeout = 10 * time.Second
+
+// multiHostConnectTimeout is the connect timeout of each host of a DSN
+// that names several, when it sets no connect_timeout: after a failover,
+// a dead primary listed first delays every new connection by this much.
+const multiHostConnectTimeout = 2 * time.Second
 
 // defaultMaxConns is the pool's size unless the DSN sets pool_max_conns.
 const defaultMaxConns = 16
@@ -239,110 +243,55 @@ func splitTable(t string) (schema, table string, err error) {
 // migrates the table's schema. Several instances may call New on one table
 // at once. Its errors never contain a password.
 func New(ctx context.Context, o Options) (*Backend, error) {
-	schema, table, err := splitTable(o.Table)
+	c, err := setup(o)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres backend: %w", err)
+		return nil, err
 	}
-	if strings.TrimSpace(o.DSN) == "" {
-		return nil, errors.New("open postgres backend: backend.postgres.dsn is empty")
-	}
-	if o.SynchronousCommit != "" && !slices.Contains(synchronousCommitModes, o.SynchronousCommit) {
-		return nil, fmt.Errorf("open postgres backend: backend.postgres.synchronousCommit %q: must be one of %s",
-			o.SynchronousCommit, strings.Join(synchronousCommitModes, ", "))
-	}
-	if o.Log == nil {
-		o.Log = zap.NewNop()
-	}
-	dsn := secret.Redact(o.DSN)
-	sec := secret.Find(o.DSN)
-	cfg, err := pgxpool.ParseConfig(o.DSN)
+	log, dsn := logger(o), c.dsn
+	pool, err := pgxpool.NewWithConfig(ctx, c.cfg)
 	if err != nil {
-		return nil, secret.Scrub(fmt.Errorf("parse postgres dsn %s: %w", dsn, err), sec...)
-	}
-	sec = append(sec, cfg.ConnConfig.Password)
-	refuse := refusals{role: cfg.ConnConfig.User, table: o.Table}
-	if refuse.table == "" {
-		refuse.table = DefaultTable
-	}
-	fail := func(err error) error { return refuse.classify(secret.Scrub(err, sec...), err) }
-	if o.PasswordFile != "" {
-		pw, err := secret.ReadFile(o.PasswordFile, "backend.postgres.passwordFile")
-		if err != nil {
-			return nil, fail(fmt.Errorf("postgres %s: %w", dsn, err))
-		}
-		sec = append(sec, pw)
-		cfg.ConnConfig.Password = pw
-	}
-	if o.TLS != nil {
-		if err := requireTLS(&cfg.ConnConfig.Config, o.TLS); err != nil {
-			return nil, fmt.Errorf("postgres %s: %w", dsn, err)
-		}
-	}
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
-	}
-	if !strings.Contains(o.DSN, "pool_max_conns") {
-		// pgxpool's default (4 on small hosts) lets claims stuck on a lossy
-		// network hold every connection while renewals of running jobs
-		// queue behind them; a cron's load is small, connections cheap.
-		cfg.MaxConns = defaultMaxConns
-	}
-	rp := cfg.ConnConfig.RuntimeParams
-	if _, ok := rp["application_name"]; !ok {
-		rp["application_name"] = applicationName
-	}
-	// The claim function relies on READ COMMITTED (a fresh snapshot per
-	// statement, see schema.go); a database or role default of REPEATABLE
-	// READ would turn a queued claim into a serialization failure.
-	rp["default_transaction_isolation"] = "read committed"
-	if o.SynchronousCommit != "" {
-		// A startup parameter outranks postgresql.conf and ALTER
-		// ROLE/DATABASE settings, and the DSN's own, which it replaces.
-		rp["synchronous_commit"] = o.SynchronousCommit
-	}
-	if o.tracer != nil {
-		cfg.ConnConfig.Tracer = o.tracer
-	}
-
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fail(fmt.Errorf("connect to postgres %s: %w", dsn, err))
+		return nil, c.fail(fmt.Errorf("connect to postgres %s: %w", dsn, err))
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fail(fmt.Errorf("connect to postgres %s: %w", dsn, err))
+		return nil, c.fail(fmt.Errorf("connect to postgres %s: %w", dsn, err))
 	}
 	if o.SynchronousCommit != "" {
-		if err := checkSynchronousCommit(ctx, pool, o.SynchronousCommit, o.Log); err != nil {
+		if err := checkSynchronousCommit(ctx, pool, o.SynchronousCommit, log); err != nil {
 			pool.Close()
-			return nil, fail(fmt.Errorf("postgres %s: %w", dsn, err))
+			return nil, c.fail(fmt.Errorf("postgres %s: %w", dsn, err))
 		}
 	}
+	schema := c.schema
 	if schema == "" {
 		var cur *string
 		if err := pool.QueryRow(ctx, currentSchemaSQL).Scan(&cur); err != nil {
 			pool.Close()
-			return nil, fail(fmt.Errorf("postgres %s: read current_schema(): %w", dsn, err))
+			return nil, c.fail(fmt.Errorf("postgres %s: read current_schema(): %w", dsn, err))
 		}
 		if cur == nil {
 			pool.Close()
-			return nil, fmt.Errorf("postgres %s: table %q: no schema of the search_path exists; name one (schema.table)", dsn, table)
+			return nil, fmt.Errorf("postgres %s: table %q: no schema of the search_path exists; name one (schema.table)", dsn, c.table)
 		}
 		schema = *cur
 	}
-	n := newNames(schema, table)
-	refuse.schema, refuse.table = schema, table
-	b := &Backend{pool: pool, log: o.Log, names: n, secrets: sec, refuse: refuse, sql: newQueries(n)}
+	n := newNames(schema, c.table)
+	c.refuse.schema, c.refuse.table = schema, c.table
+	b := &Backend{pool: pool, log: log, names: n, secrets: c.sec, refuse: c.refuse, sql: newQueries(n)}
 	if err := b.migrate(ctx); err != nil {
 		pool.Close()
-		return nil, fail(fmt.Errorf("migrate postgres table %s (%s): %w", n.qualified(), dsn, err))
+		return nil, c.fail(fmt.Errorf("migrate postgres table %s (%s): %w", n.qualified(), dsn, err))
 	}
 	return b, nil
 }
 
-// wrap scrubs err's passwords and classifies the server's refusals.
+// wrap scrubs err's passwords and classifies the server's refusals. An
+// answer of a read-only server (SQLSTATE 25006) drops every connection of
+// the pool (readOnlyAnswer), so that the next call connects again to a
+// server that accepts writes.
 func (b *Backend) wrap(err error) error {
-	return b.refuse.classify(secret.Scrub(err, b.secrets...), err)
+	err = b.readOnlyAnswer(err)
+	return b.refuse.classify(secret.Scrub(explainConnect(err), b.secrets...), err)
 }
 
 // requireTLS makes every connection attempt of cc (the primary host and
@@ -658,7 +607,8 @@ func (b *Backend) Read(ctx context.Context, job string, slot int64) (claim.Run, 
 }
 
 // Renew extends f's lease to store now + lease, only while f's token owns
-// the run and it is running; otherwise claim.ErrFenced.
+// the run and it is running; otherwise claim.ErrFenced (claim.ErrRunLost
+// when the table no longer holds f's claim).
 func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration) (claim.Result, error) {
 	if lease < time.Millisecond {
 		return claim.Result{}, fmt.Errorf("renew %s: lease %v is shorter than 1ms", f, lease)
@@ -669,7 +619,7 @@ func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration)
 		Scan(&attempt, &now, &until)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return claim.Result{}, fmt.Errorf("renew %s: %w", f, claim.ErrFenced)
+		return claim.Result{}, fmt.Errorf("renew %s: %w", f, b.fenced(ctx, f, nil))
 	case err != nil:
 		return claim.Result{}, b.wrap(fmt.Errorf("renew %s: %w", f, err))
 	}
@@ -691,7 +641,7 @@ func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) e
 		c := int32(fin.ExitCode)
 		exit = &c
 	}
-	err := b.fencedWrite(ctx, b.sql.finish, f.Job, f.Slot, string(fin.Status), exit,
+	err := b.fencedWrite(ctx, f, &fin, b.sql.finish, f.Job, f.Slot, string(fin.Status), exit,
 		cleanText(fin.OutputTail), string(f.Token))
 	if err != nil {
 		return b.wrap(fmt.Errorf("finish %s: %w", f, err))
@@ -702,22 +652,47 @@ func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) e
 // Release ends f's lease now, so that a backup's claim takes over at once
 // (attempt+1); claim.ErrFenced when f no longer owns a running run.
 func (b *Backend) Release(ctx context.Context, f claim.Fence) error {
-	if err := b.fencedWrite(ctx, b.sql.release, f.Job, f.Slot, string(f.Token)); err != nil {
+	if err := b.fencedWrite(ctx, f, nil, b.sql.release, f.Job, f.Slot, string(f.Token)); err != nil {
 		return b.wrap(fmt.Errorf("release %s: %w", f, err))
 	}
 	return nil
 }
 
-// fencedWrite runs a fenced UPDATE that appends its history event in the
-// same statement and returns a row per run written; none means
-// claim.ErrFenced.
-func (b *Backend) fencedWrite(ctx context.Context, query string, args ...any) error {
+// fencedWrite runs a fenced UPDATE of f's run (a Finish of fin, or nil)
+// that appends its history event in the same statement and returns a row
+// per run written; none means claim.ErrFenced, or claim.ErrRunLost, or
+// for a Finish already recorded, success (see fenced).
+func (b *Backend) fencedWrite(ctx context.Context, f claim.Fence, fin *claim.Finish, query string, args ...any) error {
 	var attempt int32
 	err := b.pool.QueryRow(ctx, query, args...).Scan(&attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return claim.ErrFenced
+		return b.fenced(ctx, f, fin)
 	}
 	return err
+}
+
+// fenced says why a fenced write of f (a Finish of fin, or nil) wrote
+// nothing. It reads the run (one more round trip, on this path only):
+// nil when the run already holds fin from f's token (a Finish re-sent
+// after its answer was lost, claim.Recorded); claim.ErrRunLost when the
+// table no longer holds f's claim (the row gone, as after a failover to a
+// standby that had not received it, or the slot claimed anew);
+// claim.ErrFenced when another attempt took the run over or it has ended.
+func (b *Backend) fenced(ctx context.Context, f claim.Fence, fin *claim.Finish) error {
+	r, _, err := b.readRun(ctx, f.Job, f.Slot)
+	switch {
+	case err != nil:
+		return claim.ErrFenced
+	case fin != nil && claim.Recorded(f, stored(*fin), r):
+		return nil
+	}
+	return claim.FencedBy(f, r)
+}
+
+// stored is fin as the table keeps it: its output tail cleaned.
+func stored(fin claim.Finish) claim.Finish {
+	fin.OutputTail = cleanText(fin.OutputTail)
+	return fin
 }
 
 // cleanText makes s storable in a text column: NUL bytes and invalid UTF-8

@@ -404,7 +404,9 @@ func fencedReply(v []any) ([]any, error) {
 }
 
 // Renew extends f's lease to store now + lease, only while f's token owns
-// the run and it is running; otherwise claim.ErrFenced.
+// the run and it is running; otherwise claim.ErrFenced (claim.ErrRunLost
+// when Redis no longer holds f's claim: restarted without persistence, or
+// a replica promoted before it had the claim).
 func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration) (claim.Result, error) {
 	if err := checkJob(f.Job); err != nil {
 		return claim.Result{}, fmt.Errorf("renew %s: %w", f, err)
@@ -416,6 +418,9 @@ func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration)
 	v, err := leaseRenew.Run(ctx, b.c, []string{k.state, k.live}, f.Slot, string(f.Token), lease.Milliseconds()).Slice()
 	if err == nil {
 		v, err = fencedReply(v)
+	}
+	if errors.Is(err, claim.ErrFenced) {
+		err = claim.Fenced(ctx, b.Read, f)
 	}
 	if err != nil {
 		return claim.Result{}, fmt.Errorf("renew %s: %w", f, err)
@@ -456,6 +461,9 @@ func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) e
 		err = b.confirm(ctx, written{job: f.Job, key: k.state, kind: "hash",
 			at: strconv.FormatInt(f.Slot, 10), token: f.Token, settled: true})
 	}
+	if errors.Is(err, claim.ErrFenced) {
+		err = claim.Fenced(ctx, b.Read, f)
+	}
 	if err != nil {
 		return fmt.Errorf("finish %s: %w", f, err)
 	}
@@ -473,6 +481,9 @@ func (b *Backend) Release(ctx context.Context, f claim.Fence) error {
 	v, err := leaseRelease.Run(ctx, b.c, []string{k.state, k.live, k.history}, f.Slot, string(f.Token), b.maxLen).Slice()
 	if err == nil {
 		_, err = fencedReply(v)
+	}
+	if errors.Is(err, claim.ErrFenced) {
+		err = claim.Fenced(ctx, b.Read, f)
 	}
 	if err != nil {
 		return fmt.Errorf("release %s: %w", f, err)

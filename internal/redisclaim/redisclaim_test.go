@@ -862,8 +862,8 @@ func TestMatchesDecide(t *testing.T) {
 				fail("step %d: release: redis %v, memclaim %v", step, err, werr)
 			}
 		default:
-			// A unique output tail: never a re-sent Finish, which only the
-			// Redis backend accepts.
+			// A unique output tail: never a re-sent Finish (accepted as
+			// recorded), so that every Finish is decided by the fence.
 			fin := claim.Finish{Status: statuses[rng.IntN(len(statuses))], ExitCode: rng.IntN(3), OutputTail: fmt.Sprint(step)}
 			err, werr := b.Finish(ctx, f, fin), m.Finish(ctx, f, fin)
 			log = append(log, fmt.Sprintf("%d finish %s@%d %s %s: %v", step, k.job, k.slot, tok.Short(), fin.Status, werr))

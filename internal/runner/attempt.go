@@ -128,7 +128,7 @@ func (a *attempt) proveLease() (Report, bool) {
 	a.r.observeRenewal(res, err)
 	switch {
 	case errors.Is(err, claim.ErrFenced):
-		a.log.Warn("job not started: the run belongs to another attempt", zap.Error(err))
+		a.log.Warn(fencedMsg(err, "job not started: ", "the run belongs to another attempt"), zap.Error(err))
 		return Report{Fenced: true, Err: fmt.Errorf("surrendered the run: %w", err)}, false
 	case err != nil:
 		a.log.Warn("job not started: the claim was answered too late to prove the lease, and renewing it failed", zap.Error(err))
@@ -301,7 +301,7 @@ func (a *attempt) leaseEnded(ev hbEvent) (exited bool) {
 	}
 	now := a.clk.Now()
 	if ev.err != nil {
-		a.log.Error("fenced: another instance took over; surrendering the run", zap.Error(ev.err))
+		a.log.Error(fencedMsg(ev.err, "fenced: ", "another instance took over; surrendering the run"), zap.Error(ev.err))
 		a.stopper.stop(stopFenced, a.job.KillGrace)
 		return false
 	}
@@ -426,7 +426,7 @@ func (a *attempt) record(fin claim.Finish, window time.Duration, giveUp <-chan s
 		}
 		return true, false, nil
 	case errors.Is(err, claim.ErrFenced):
-		a.log.Warn("result not recorded: the run is no longer this attempt's (a backup took it over, or marked it interrupted after its lease ran out)", zap.Error(err))
+		a.log.Warn(fencedMsg(err, "result not recorded: ", "the run is no longer this attempt's (a backup took it over, or marked it interrupted after its lease ran out)"), zap.Error(err))
 		return false, true, fmt.Errorf("recording the result: %w", err)
 	default:
 		a.log.Error("result not recorded", zap.Error(err), zap.Int("attempts", attempts))

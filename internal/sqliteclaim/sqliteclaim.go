@@ -556,7 +556,8 @@ func (b *Backend) Read(ctx context.Context, job string, slot int64) (claim.Run, 
 }
 
 // Renew extends f's lease to store now + lease, only while f's token owns
-// the run and it is running; otherwise claim.ErrFenced.
+// the run and it is running; otherwise claim.ErrFenced (claim.ErrRunLost
+// when the file no longer holds f's claim: restored from an older copy).
 func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration) (claim.Result, error) {
 	if lease < time.Millisecond {
 		return claim.Result{}, fmt.Errorf("renew %s: lease %v is shorter than 1ms", f, lease)
@@ -564,14 +565,14 @@ func (b *Backend) Renew(ctx context.Context, f claim.Fence, lease time.Duration)
 	if err := b.lockWrite(ctx); err != nil {
 		return claim.Result{}, fmt.Errorf("renew %s: %w", f, err)
 	}
-	defer b.unlockWrite()
 	var attempt int
 	var now, until int64
 	err := b.db.QueryRowContext(ctx, renewSQL, f.Job, f.Slot, lease.Milliseconds(), string(f.Token)).
 		Scan(&attempt, &now, &until)
+	b.unlockWrite()
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return claim.Result{}, fmt.Errorf("renew %s: %w", f, claim.ErrFenced)
+		return claim.Result{}, fmt.Errorf("renew %s: %w", f, claim.Fenced(ctx, b.Read, f))
 	case err != nil:
 		return claim.Result{}, fmt.Errorf("renew %s: %w", f, err)
 	}
@@ -592,6 +593,9 @@ func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) e
 	}
 	err := b.fencedWrite(ctx, f, claim.EventFinished, finishSQL,
 		f.Job, f.Slot, string(fin.Status), exit, fin.OutputTail, string(f.Token))
+	if errors.Is(err, claim.ErrFenced) {
+		err = b.fenced(ctx, f, fin)
+	}
 	if err != nil {
 		return fmt.Errorf("finish %s: %w", f, err)
 	}
@@ -601,10 +605,31 @@ func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) e
 // Release ends f's lease now, so that a backup's claim takes over at once
 // (attempt+1); claim.ErrFenced when f no longer owns a running run.
 func (b *Backend) Release(ctx context.Context, f claim.Fence) error {
-	if err := b.fencedWrite(ctx, f, claim.EventReleased, releaseSQL, f.Job, f.Slot, string(f.Token)); err != nil {
+	err := b.fencedWrite(ctx, f, claim.EventReleased, releaseSQL, f.Job, f.Slot, string(f.Token))
+	if errors.Is(err, claim.ErrFenced) {
+		err = claim.Fenced(ctx, b.Read, f)
+	}
+	if err != nil {
 		return fmt.Errorf("release %s: %w", f, err)
 	}
 	return nil
+}
+
+// fenced says why a Finish of fin by f wrote nothing: nil when the run
+// already holds that result from f's token (claim.Recorded: an earlier
+// copy was stored), else claim.ErrRunLost or claim.ErrFenced
+// (claim.FencedBy).
+func (b *Backend) fenced(ctx context.Context, f claim.Fence, fin claim.Finish) error {
+	r, _, err := b.Read(ctx, f.Job, f.Slot)
+	switch {
+	case errors.Is(err, claim.ErrNotFound):
+		return claim.ErrRunLost
+	case err != nil:
+		return claim.ErrFenced
+	case claim.Recorded(f, fin, &r):
+		return nil
+	}
+	return claim.FencedBy(f, &r)
 }
 
 // fencedWrite runs an UPDATE ... RETURNING attempt, instance, at (fenced by

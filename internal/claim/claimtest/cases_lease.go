@@ -353,9 +353,9 @@ func (s *suite) testTakeover(t *testing.T) {
 
 	// A is fenced from every write.
 	_, err := l.Renew(ctx, a.Fence(1), time.Minute)
-	wantFenced(t, err, "A's heartbeat after B took over")
-	wantFenced(t, b.Finish(ctx, a.Fence(1), succeeded(now)), "A's Finish after B took over")
-	wantFenced(t, l.Release(ctx, a.Fence(1)), "A's Release after B took over")
+	wantTakenOver(t, err, "A's heartbeat after B took over")
+	wantTakenOver(t, b.Finish(ctx, a.Fence(1), succeeded(now)), "A's Finish after B took over")
+	wantTakenOver(t, l.Release(ctx, a.Fence(1)), "A's Release after B took over")
 	wantOutcome(t, mustClaim(ctx, t, b, a), claim.Running, "A's claim re-sent after B took over")
 
 	renewed, err := l.Renew(ctx, bk.Fence(2), 2*time.Minute)

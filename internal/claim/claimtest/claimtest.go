@@ -184,6 +184,7 @@ func Exercise(t *testing.T, h Harness) {
 			s.run(t, "AttemptsRunOut", s.testAttemptsRunOut)
 			s.run(t, "RenewExtends", s.testRenewExtends)
 			s.run(t, "FinishedIsFenced", s.testFinishedIsFenced)
+			s.run(t, "FinishResent", s.testFinishResent)
 			s.run(t, "Release", s.testRelease)
 			s.run(t, "TakeoverRace", s.testTakeoverRace)
 			s.run(t, "OverlapRace", s.testOverlapRace)
@@ -228,6 +229,9 @@ func Exercise(t *testing.T, h Harness) {
 		t.Run("Prune", func(t *testing.T) {
 			s.run(t, "DeletesOldFinished", s.testPrune)
 			s.run(t, "PrunedSlotIsLate", s.testPrunedSlotIsLate)
+			if leaser {
+				s.run(t, "LostClaimIsNotTakenOver", s.testLostClaim)
+			}
 		})
 	}
 }

@@ -92,11 +92,12 @@ func (b *Backend) ClaimBatch(ctx context.Context, reqs []claim.Request) ([]claim
 	return out, nil
 }
 
-// owned returns the run f owns, or claim.ErrFenced; b.mu must be held.
+// owned returns the run f owns, or claim.ErrFenced (claim.ErrRunLost when
+// the store no longer holds f's claim); b.mu must be held.
 func (b *Backend) owned(f claim.Fence) (*claim.Run, error) {
 	r := b.runs[key{f.Job, f.Slot}]
 	if r == nil || r.Token != f.Token || r.Status != claim.StatusRunning {
-		return nil, claim.ErrFenced
+		return nil, claim.FencedBy(f, r)
 	}
 	return r, nil
 }
@@ -128,10 +129,13 @@ func (b *Backend) Release(ctx context.Context, f claim.Fence) error {
 	return nil
 }
 
-// Finish records f's result.
+// Finish records f's result; the same Finish re-sent succeeds.
 func (b *Backend) Finish(ctx context.Context, f claim.Fence, fin claim.Finish) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if claim.Recorded(f, fin, b.runs[key{f.Job, f.Slot}]) {
+		return nil
+	}
 	r, err := b.owned(f)
 	if err != nil {
 		return err
