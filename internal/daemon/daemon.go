@@ -73,6 +73,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	if err != nil {
 		return fmt.Errorf("%w (set stateDir to a directory the daemon can write)", err)
 	}
+	defer records.Close()
 	notify(log, "STATUS=opening the store")
 	b, err := openStore(ctx, cfg, o.Clock, log)
 	if err != nil {

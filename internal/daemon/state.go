@@ -44,6 +44,7 @@ func reapOrphans(cfg *config.Config, environ []string, log *zap.Logger) (*runner
 	}
 	n, err := rs.Reap()
 	if err != nil {
+		rs.Close()
 		return nil, err
 	}
 	log.Debug("read the attempts' records", zap.String("dir", rs.Dir()), zap.Int("reaped", n))

@@ -1,6 +1,7 @@
 package logging
 
 import (
+	"slices"
 	"unicode/utf8"
 
 	"go.uber.org/zap/buffer"
@@ -41,23 +42,82 @@ func (e cleanEncoder) AddByteString(key string, value []byte) {
 	e.Encoder.AddString(key, e.clean(string(value)))
 }
 
-// EncodeEntry adds the fields through the wrapper, escapes the entry's own
-// strings, encodes, and escapes what is left in the encoded bytes.
+// EncodeEntry escapes the entry's own strings and its fields' (cleanFields),
+// encodes, and escapes what is left in the encoded bytes.
 func (e cleanEncoder) EncodeEntry(ent zapcore.Entry, fields []zapcore.Field) (*buffer.Buffer, error) {
-	c := e.Encoder.Clone()
-	wrapped := cleanEncoder{Encoder: c, clean: e.clean}
-	for _, f := range fields {
-		f.AddTo(wrapped)
-	}
 	ent.Message = e.clean(ent.Message)
 	ent.LoggerName = e.clean(ent.LoggerName)
 	ent.Stack = sanitize.Text(ent.Stack)
-	buf, err := c.EncodeEntry(ent, nil)
+	buf, err := e.Encoder.EncodeEntry(ent, e.cleanFields(fields))
 	if err != nil {
 		return nil, err
 	}
 	escapeEncoded(buf)
 	return buf, nil
+}
+
+// cleanFields returns fields with every string a field adds escaped, as
+// when the fields are added through the wrapper (With): a string's value
+// directly, byte strings as text, errors and Stringers through an inline
+// field that adds them through the wrapper. The wrapped encoder's
+// EncodeEntry encodes them; the fields are not added to a clone of it first,
+// which would cost a second clone and buffer per entry. fields itself is
+// left as it is (the caller may reuse it).
+func (e cleanEncoder) cleanFields(fields []zapcore.Field) []zapcore.Field {
+	var out []zapcore.Field
+	for i, f := range fields {
+		switch f.Type {
+		case zapcore.StringType:
+			if c := e.clean(f.String); c != f.String {
+				f.String = c
+			} else {
+				continue
+			}
+		case zapcore.ByteStringType:
+			f = zapcore.Field{Key: f.Key, Type: zapcore.StringType, String: e.clean(string(f.Interface.([]byte)))}
+		case zapcore.ErrorType, zapcore.StringerType:
+			f = zapcore.Field{Key: f.Key, Type: zapcore.InlineMarshalerType, Interface: cleanAdd{f, e.clean}}
+		default:
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(fields)
+		}
+		out[i] = f
+	}
+	if out == nil {
+		return fields
+	}
+	return out
+}
+
+// cleanAdd adds a field through a wrapper that escapes its strings: zap
+// adds an error's message (and its verbose form) and a Stringer's string
+// with AddString.
+type cleanAdd struct {
+	f     zapcore.Field
+	clean func(string) string
+}
+
+// MarshalLogObject adds the field, inline, to enc.
+func (a cleanAdd) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	a.f.AddTo(cleanObject{ObjectEncoder: enc, clean: a.clean})
+	return nil
+}
+
+// cleanObject escapes the strings added to an ObjectEncoder, as
+// cleanEncoder does.
+type cleanObject struct {
+	zapcore.ObjectEncoder
+	clean func(string) string
+}
+
+// AddString escapes the value.
+func (o cleanObject) AddString(key, value string) { o.ObjectEncoder.AddString(key, o.clean(value)) }
+
+// AddByteString escapes the value as text.
+func (o cleanObject) AddByteString(key string, value []byte) {
+	o.ObjectEncoder.AddString(key, o.clean(string(value)))
 }
 
 // escapeEncoded replaces, in an encoded entry, each DEL, C1, format or

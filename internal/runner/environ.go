@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/supervise"
@@ -41,7 +42,43 @@ func identityOf(u *user.User) identity {
 		}
 		u = cur
 	}
-	return identity{uid: u.Uid, name: u.Username, home: u.HomeDir, shell: loginShell(u.Username, u.Uid)}
+	return identity{uid: u.Uid, name: u.Username, home: u.HomeDir, shell: shells.of(u.Username, u.Uid)}
+}
+
+// shells caches loginShell by user for as long as passwdFile is the same
+// file, unchanged: a job's start then costs a stat of the file, not a read
+// of it.
+var shells shellCache
+
+// shellCache is loginShell's answers, valid while the file stat describes
+// is unchanged.
+type shellCache struct {
+	mu   sync.Mutex
+	path string
+	stat os.FileInfo
+	by   map[string]string // user name and uid -> login shell
+}
+
+// of is loginShell(name, uid), from the cache when passwdFile has not
+// changed since it was read.
+func (c *shellCache) of(name, uid string) string {
+	fi, err := os.Stat(passwdFile)
+	if err != nil {
+		return loginShell(name, uid)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stat == nil || c.path != passwdFile || !os.SameFile(c.stat, fi) ||
+		!c.stat.ModTime().Equal(fi.ModTime()) || c.stat.Size() != fi.Size() {
+		c.path, c.stat, c.by = passwdFile, fi, map[string]string{}
+	}
+	key := name + ":" + uid
+	shell, ok := c.by[key]
+	if !ok {
+		shell = loginShell(name, uid)
+		c.by[key] = shell
+	}
+	return shell
 }
 
 // loginShell is the shell of name's entry (with uid) in passwdFile, or

@@ -205,3 +205,32 @@ func TestLoginShellFallback(t *testing.T) {
 		t.Errorf("loginShell = %q, want /bin/sh", got)
 	}
 }
+
+// The login shells are read again once the passwd file changes. (Not
+// parallel: it points passwdFile elsewhere.)
+func TestLoginShellCache(t *testing.T) {
+	saved := passwdFile
+	t.Cleanup(func() { passwdFile = saved })
+	passwdFile = filepath.Join(t.TempDir(), "passwd")
+	write := func(shell string, mtime time.Time) {
+		t.Helper()
+		if err := os.WriteFile(passwdFile, []byte("alice:x:4000:4000::/home/alice:"+shell+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(passwdFile, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Now().Add(-time.Hour)
+	write("/bin/bash", t0)
+	if got := shells.of("alice", "4000"); got != "/bin/bash" {
+		t.Fatalf("shell %q, want /bin/bash", got)
+	}
+	write("/bin/zsh", t0.Add(time.Second)) // as long as bash's: the time tells
+	if got := shells.of("alice", "4000"); got != "/bin/zsh" {
+		t.Errorf("after the file changed: shell %q, want /bin/zsh", got)
+	}
+	if got := shells.of("bob", "4001"); got != "/bin/sh" {
+		t.Errorf("a user not in the file: shell %q, want /bin/sh", got)
+	}
+}

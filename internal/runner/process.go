@@ -26,9 +26,9 @@ type process struct {
 	out    *output
 	exited chan struct{} // closed once the leader has exited (not yet reaped)
 	guard  *Guard        // the group's guard, or nil
-	// records holds the group's record at recPath, or is nil.
+	// records holds the group's record in slot recSlot, or is nil.
 	records *Records
-	recPath string
+	recSlot int64
 	code    int // the exit code when cmd is nil
 	// late: the exec completed after the attempt's lease had ended; the
 	// group was SIGKILLed at once (startGate).
@@ -126,7 +126,7 @@ func (r *Runner) track(p *process, rec attemptRecord, log *zap.Logger) {
 		return
 	}
 	var err error
-	if p.recPath, err = r.Records.add(p.pid, rec); err != nil {
+	if p.recSlot, err = r.Records.add(p.pid, rec); err != nil {
 		log.Error("no record of the job's process group: if the daemon and its job guard die together, its processes outlive it", zap.Error(err))
 		return
 	}
@@ -198,7 +198,7 @@ func (p *process) finish(clk clock.Clock, log *zap.Logger) int {
 			p.guard.remove(p.pid)
 		}
 		if p.records != nil {
-			p.records.remove(p.recPath)
+			p.records.remove(p.recSlot)
 		}
 		_ = p.cmd.Wait() // the exit status is in ProcessState
 	}

@@ -14,7 +14,8 @@ import (
 // statOf reads the process group (field 5) and the start time (field 22,
 // clock ticks since boot) of pid from /proc/PID/stat.
 func statOf(pid int) (pgrp int, start uint64, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	var buf [1024]byte
+	b, err := readStat(pid, buf[:])
 	if err != nil {
 		return 0, 0, err
 	}
@@ -34,6 +35,34 @@ func statOf(pid int) (pgrp int, start uint64, err error) {
 		return 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	return pgrp, start, nil
+}
+
+// readStat reads /proc/PID/stat into buf with plain system calls: the
+// runner reads it after every fork, and an os.File costs several more
+// calls and allocations. The line is far shorter than buf (the command
+// name is at most 64 bytes, the 50 other fields numbers).
+func readStat(pid int, buf []byte) ([]byte, error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	n := 0
+	for n < len(buf) {
+		m, err := syscall.Read(fd, buf[n:])
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m == 0 {
+			return buf[:n], nil
+		}
+		n += m
+	}
+	return nil, fmt.Errorf("%s: longer than %d bytes", path, len(buf))
 }
 
 // startTime is pid's start time in clock ticks since boot.

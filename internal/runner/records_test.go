@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,25 +42,36 @@ func groupWithChild(t *testing.T) (*exec.Cmd, int) {
 	return cmd, child
 }
 
-// recordFor writes the record of cmd's group as the daemon owner wrote it.
-func recordFor(t *testing.T, rs *Records, cmd *exec.Cmd, owner procID) string {
+// recordFor writes the record of cmd's group, as edit changes it, into a
+// file of records of the daemon owner, in its second slot (the first one
+// free), and returns the file's path.
+func recordFor(t *testing.T, rs *Records, cmd *exec.Cmd, owner procID, edit func(*attemptRecord)) string {
 	t.Helper()
-	path, err := rs.add(cmd.Process.Pid, attemptRecord{Job: "j", Slot: "2027-01-01T00:00:00Z", Attempt: 1, Instance: "i1"})
+	start, err := startTime(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := os.ReadFile(path)
-	var a attemptRecord
-	if err := json.Unmarshal(b, &a); err != nil {
+	a := attemptRecord{Boot: rs.boot, Daemon: owner, Pgid: cmd.Process.Pid, Leader: start,
+		Job: "j", Slot: "2027-01-01T00:00:00Z", Attempt: 1, Instance: "i1"}
+	if edit != nil {
+		edit(&a)
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
 		t.Fatal(err)
 	}
-	a.Daemon = owner
-	b, _ = json.Marshal(a)
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	file := make([]byte, recordSize+len(b)+1)
+	copy(file[recordSize:], append(b, '\n'))
+	path := filepath.Join(rs.Dir(), fmt.Sprintf("%d-%d%s", owner.Pid, owner.Start, recordsExt))
+	if err := os.WriteFile(path, file, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
+
+// gone is a daemon that is no longer running: its pid now names a process
+// started at another time.
+func gone(rs *Records) procID { return procID{Pid: rs.self.Pid, Start: rs.self.Start + 1} }
 
 func awaitGone(t *testing.T, pid int) {
 	t.Helper()
@@ -84,9 +96,7 @@ func openRecords(t *testing.T) (*Records, *observer.ObservedLogs) {
 func TestReapKillsTheGroupOfADeadDaemon(t *testing.T) {
 	rs, logs := openRecords(t)
 	cmd, child := groupWithChild(t)
-	// The daemon that wrote the record is gone: its pid now names a
-	// process started at another time.
-	path := recordFor(t, rs, cmd, procID{Pid: rs.self.Pid, Start: rs.self.Start + 1})
+	path := recordFor(t, rs, cmd, gone(rs), nil)
 	n, err := rs.Reap()
 	if err != nil || n != 1 {
 		t.Fatalf("Reap() = %d, %v; want 1 attempt reaped", n, err)
@@ -116,7 +126,7 @@ func TestReapLeavesTheJobsOfALiveDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd, child := groupWithChild(t)
-	path := recordFor(t, rs, cmd, owner)
+	path := recordFor(t, rs, cmd, owner, nil)
 	if n, err := rs.Reap(); err != nil || n != 0 {
 		t.Fatalf("Reap() = %d, %v; want nothing reaped", n, err)
 	}
@@ -134,12 +144,7 @@ func TestReapLeavesTheJobsOfALiveDaemon(t *testing.T) {
 func TestReapDropsTheRecordsOfAnotherBoot(t *testing.T) {
 	rs, _ := openRecords(t)
 	cmd, child := groupWithChild(t)
-	path := recordFor(t, rs, cmd, procID{Pid: rs.self.Pid, Start: rs.self.Start + 1})
-	b, _ := os.ReadFile(path)
-	b = []byte(strings.Replace(string(b), rs.boot, "another-boot", 1))
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := recordFor(t, rs, cmd, gone(rs), func(a *attemptRecord) { a.Boot = "another-boot" })
 	if n, err := rs.Reap(); err != nil || n != 0 {
 		t.Fatalf("Reap() = %d, %v; want nothing reaped", n, err)
 	}
@@ -156,15 +161,8 @@ func TestReapDropsTheRecordsOfAnotherBoot(t *testing.T) {
 func TestReapSparesAReusedGroupID(t *testing.T) {
 	rs, logs := openRecords(t)
 	cmd, child := groupWithChild(t)
-	path := recordFor(t, rs, cmd, procID{Pid: rs.self.Pid, Start: rs.self.Start + 1})
-	b, _ := os.ReadFile(path)
-	var a attemptRecord
-	_ = json.Unmarshal(b, &a)
-	a.Leader-- // the recorded leader started before the process now there
-	b, _ = json.Marshal(a)
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	// The recorded leader started before the process now there.
+	recordFor(t, rs, cmd, gone(rs), func(a *attemptRecord) { a.Leader-- })
 	if n, err := rs.Reap(); err != nil || n != 0 {
 		t.Fatalf("Reap() = %d, %v; want nothing reaped", n, err)
 	}
@@ -187,5 +185,107 @@ func TestOpenRecordsCreatesAPrivateDirectory(t *testing.T) {
 		if err != nil || fi.Mode().Perm() != 0o700 {
 			t.Errorf("%s: %v, %v; want a directory with mode 0700", d, fi.Mode(), err)
 		}
+	}
+}
+
+// recordIn returns the record in slot of the file at path, "" when the slot
+// is free (all zeros); it fails the test on a slot that is neither.
+func recordIn(t *testing.T, path string, slot int64) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := make([]byte, recordSize)
+	if off := slot * recordSize; off < int64(len(b)) {
+		copy(s, b[off:])
+	}
+	if strings.Trim(string(s), "\x00") == "" {
+		return ""
+	}
+	rec, rest, ok := strings.Cut(string(s), "\n")
+	if !ok || strings.Trim(rest, "\x00") != "" || !strings.HasPrefix(rec, "{") {
+		t.Fatalf("slot %d of %s holds %q: want a line of JSON and zeros, or zeros", slot, path, strings.TrimRight(string(s), "\x00"))
+	}
+	return rec
+}
+
+func TestRecordsAddAndRemove(t *testing.T) {
+	rs, _ := openRecords(t)
+	cmd, _ := groupWithChild(t)
+	a := attemptRecord{Job: "j", Slot: "2027-01-01T00:00:00Z", Attempt: 2, Instance: "i1"}
+	first, err := rs.add(cmd.Process.Pid, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := rs.add(cmd.Process.Pid, a)
+	if err != nil || second == first {
+		t.Fatalf("second add: slot %d (first %d), %v", second, first, err)
+	}
+	var got attemptRecord
+	if err := json.Unmarshal([]byte(recordIn(t, rs.path, first)), &got); err != nil {
+		t.Fatal(err)
+	}
+	start, _ := startTime(cmd.Process.Pid)
+	if got.Pgid != cmd.Process.Pid || got.Leader != start || got.Daemon != rs.self || got.Boot != rs.boot ||
+		got.Job != "j" || got.Attempt != 2 {
+		t.Errorf("record %+v", got)
+	}
+	rs.remove(first)
+	if s := recordIn(t, rs.path, first); s != "" {
+		t.Errorf("slot %d holds %q after remove; want it zeroed", first, s)
+	}
+	if again, err := rs.add(cmd.Process.Pid, a); err != nil || again != first {
+		t.Errorf("add after remove: slot %d, %v; want the freed slot %d", again, err, first)
+	}
+	// Close keeps a file that still holds records: the next daemon reaps
+	// them.
+	if err := rs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(rs.path); err != nil {
+		t.Errorf("the file of records that still hold groups is gone: %v", err)
+	}
+}
+
+func TestCloseRemovesTheRecordsOfNoAttempt(t *testing.T) {
+	rs, _ := openRecords(t)
+	cmd, _ := groupWithChild(t)
+	slot, err := rs.add(cmd.Process.Pid, attemptRecord{Job: "j"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.remove(slot)
+	if err := rs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(rs.path); !os.IsNotExist(err) {
+		t.Errorf("the file of records is left after Close: %v", err)
+	}
+}
+
+// A dead daemon of an earlier version left one file per attempt.
+func TestReapReadsAnEarlierVersionsRecord(t *testing.T) {
+	rs, logs := openRecords(t)
+	cmd, child := groupWithChild(t)
+	owner := gone(rs)
+	start, _ := startTime(cmd.Process.Pid)
+	b, _ := json.Marshal(attemptRecord{Boot: rs.boot, Daemon: owner, Pgid: cmd.Process.Pid, Leader: start, Job: "j", Attempt: 1})
+	path := filepath.Join(rs.Dir(), fmt.Sprintf("%d-%d-%d.json", owner.Pid, owner.Start, cmd.Process.Pid))
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rs.Reap(); err != nil || n != 1 {
+		t.Fatalf("Reap() = %d, %v; want 1 attempt reaped", n, err)
+	}
+	awaitGone(t, child)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the record is left after reaping: %v", err)
+	}
+	if _, err := os.Stat(rs.path); err != nil {
+		t.Errorf("Reap touched this daemon's own records: %v", err)
+	}
+	if logs.Len() != 1 {
+		t.Errorf("logged %v; want one warning", logs.All())
 	}
 }
