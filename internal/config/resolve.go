@@ -758,11 +758,7 @@ func (p *parser) checkClaimOnly(b *Backend, typ setting[string], infos []jobInfo
 		if at == nil {
 			at = typ.at
 		}
-		shown := lim.Shown
-		if shown == "" {
-			shown = strconv.FormatInt(lim.Ms, 10)
-		}
-		desc := fmt.Sprintf("%s%s (%s)", prefix, lim.Key, shown)
+		desc := fmt.Sprintf("%s%s (%s)", prefix, lim.Key, lim.Value())
 		p.checkMaxLate(infos, desc, lim.Ms, at)
 		if lim.MaxClaims > 0 {
 			p.checkMaxClaims(infos, lim, desc)

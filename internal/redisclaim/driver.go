@@ -98,11 +98,11 @@ func parse(s store.Section) store.Settings {
 // can run the strategy, and which one auto picks.
 func check(ctx context.Context, st store.Settings) (string, error) {
 	c := st.(Settings)
-	tc, err := storetls.Config(c.TLS)
+	o, err := c.options()
 	if err != nil {
-		return "", fmt.Errorf("backend.redis.%w", err)
+		return "", err
 	}
-	o := Options{URL: c.URL, PasswordFile: c.PasswordFile, TLS: tc, Strategy: c.Strategy, WaitReplicas: c.WaitReplicas}
+	o.Strategy = c.Strategy
 	eff, err := CheckStrategy(ctx, o)
 	if err != nil {
 		return "", err
@@ -114,20 +114,18 @@ func check(ctx context.Context, st store.Settings) (string, error) {
 	if eff == c.Strategy {
 		return topo.String(), nil
 	}
-	// The strategy line first: later lines of a note go unprefixed.
+	// What the server made of the strategy first, then what it is.
 	return fmt.Sprintf("redis strategy %s: using %s on this server\n%s", c.Strategy, eff, topo), nil
 }
 
 // open dispatches on backend.redis.strategy.
 func open(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
 	c := p.Settings.(Settings)
-	tc, err := storetls.Config(c.TLS)
+	o, err := c.options()
 	if err != nil {
-		return nil, fmt.Errorf("redis: backend.redis.%w", err)
+		return nil, fmt.Errorf("redis: %w", err)
 	}
-	o := Options{URL: c.URL, PasswordFile: c.PasswordFile, TLS: tc, Namespace: p.Namespace, Log: p.Log,
-		ReloadInterval: time.Duration(c.ReloadIntervalMs) * time.Millisecond,
-		WaitReplicas:   c.WaitReplicas, WaitTimeout: time.Duration(c.WaitTimeoutMs) * time.Millisecond}
+	o.Namespace, o.Log = p.Namespace, p.Log
 	switch c.Strategy {
 	case StrategyLease, "":
 		return New(ctx, o)
@@ -140,6 +138,17 @@ func open(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
 	default:
 		return nil, fmt.Errorf("unknown redis strategy %q (want lease, stream-id, idmp, script or auto)", c.Strategy)
 	}
+}
+
+// options are the Options the section gives every use of the server.
+func (c Settings) options() (Options, error) {
+	tc, err := storetls.Config(c.TLS)
+	if err != nil {
+		return Options{}, fmt.Errorf("backend.redis.%w", err)
+	}
+	return Options{URL: c.URL, PasswordFile: c.PasswordFile, TLS: tc,
+		ReloadInterval: time.Duration(c.ReloadIntervalMs) * time.Millisecond,
+		WaitReplicas:   c.WaitReplicas, WaitTimeout: time.Duration(c.WaitTimeoutMs) * time.Millisecond}, nil
 }
 
 // Describe implements store.Settings.
@@ -164,7 +173,6 @@ func (c Settings) Memory() []store.Limit {
 		}
 		out = append(out, store.Limit{
 			Key: "strategyOptions.durationSec", Ms: int64(c.DurationSec) * 1000, Unit: time.Second,
-			Shown:     fmt.Sprintf("%d s", c.DurationSec),
 			MaxClaims: MaxIDMPMaxSize,
 			Fix: fmt.Sprintf("the idmp strategy%s remembers at most %d claims per job (IDMP-MAXSIZE) and would forget slots early; lower durationSec, or use strategy script or lease",
 				auto, MaxIDMPMaxSize),

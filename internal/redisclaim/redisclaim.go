@@ -293,17 +293,13 @@ func connect(ctx context.Context, o Options) (redis.UniversalClient, bool, error
 // which Valkey reports too), as major and minor; ok is false when it cannot
 // be read (INFO disabled, an unexpected format).
 func serverVersion(ctx context.Context, c redis.UniversalClient) (version string, major, minor int, ok bool) {
-	info, err := c.Info(ctx, "server").Result()
-	if err != nil {
+	info, err := infoFields(ctx, c, "server")
+	v, found := info["redis_version"]
+	if err != nil || !found {
 		return "", 0, 0, false
 	}
-	for line := range strings.Lines(info) {
-		if v, found := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); found {
-			major, minor, ok = parseVersion(v)
-			return v, major, minor, ok
-		}
-	}
-	return "", 0, 0, false
+	major, minor, ok = parseVersion(v)
+	return v, major, minor, ok
 }
 
 // parseVersion reads "7.0.15" as 7, 0.

@@ -54,12 +54,11 @@ func redisBins(t testing.TB) (server, cli string) {
 func freePort(t testing.TB, bus bool) int {
 	t.Helper()
 	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		ports, err := testserver.FreePorts(1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		port := ports[0]
 		if !bus {
 			return port
 		}

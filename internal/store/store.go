@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -83,15 +84,21 @@ type Limit struct {
 	// Unit is the unit of Key's value: 0 for milliseconds, time.Second
 	// for a count of seconds ("durationSec").
 	Unit time.Duration
-	// Shown is how the key's value reads in a message ("3600 s");
-	// "": Ms.
-	Shown string
 	// MaxClaims, when not 0, is how many claims per job the store
 	// remembers within Ms at most; a schedule with more slots in any Ms
 	// window is refused, with Fix as the remedy.
 	MaxClaims int
 	// Fix says what to change when MaxClaims is exceeded.
 	Fix string
+}
+
+// Value is the key's value as a message shows it: "3600000", or "3600 s"
+// for a count of seconds.
+func (l Limit) Value() string {
+	if l.Unit == time.Second {
+		return strconv.FormatInt(l.Ms/1000, 10) + " s"
+	}
+	return strconv.FormatInt(l.Ms, 10)
 }
 
 // OpenParams is what Open gets.

@@ -3,6 +3,8 @@ package testserver
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"net/url"
 	"strings"
 )
@@ -34,4 +36,20 @@ func WithHost(raw, hostport string) string {
 	}
 	u.Host = hostport
 	return u.String()
+}
+
+// FreePorts returns n distinct TCP ports of 127.0.0.1 that nothing listens
+// on now, for servers a test starts (each is held until all are chosen,
+// so none repeats).
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }

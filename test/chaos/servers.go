@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/anarchon/anarchon/internal/testserver"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
@@ -38,10 +38,11 @@ func startRedis(ctx context.Context, dir, shared string) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("private redis: %w (or run with -private-servers=false to use %s)", err, shared)
 	}
-	port, err := freePort()
+	ports, err := testserver.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	s := &server{
 		title: "private redis " + addr,
@@ -64,10 +65,11 @@ func startNATS(ctx context.Context, dir, shared string) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("private nats: %w (or run with -private-servers=false to use %s)", err, shared)
 	}
-	port, err := freePort()
+	ports, err := testserver.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	s := &server{
 		title: "private nats " + addr,
@@ -153,14 +155,4 @@ func (s *server) stop() error {
 		<-s.done
 		return errors.New(s.title + ": killed: no exit within 15s of SIGTERM")
 	}
-}
-
-// freePort returns a TCP port of 127.0.0.1 that nothing listens on now.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

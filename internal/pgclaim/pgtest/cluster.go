@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/anarchon/anarchon/internal/testserver"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -89,16 +89,6 @@ func (c *Cluster) run(name string, args ...string) error {
 	return nil
 }
 
-// freePort is a loopback TCP port nothing listens on.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // conf is what every server adds to its postgresql.conf. fsync is off:
 // the tests kill processes, never the machine, and the kernel keeps what
 // a killed process wrote.
@@ -118,10 +108,11 @@ log_min_messages = warning
 
 // newServer reserves a port and a data directory for name.
 func (c *Cluster) newServer(name string) (*Server, error) {
-	port, err := freePort()
+	ports, err := testserver.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	s := &Server{c: c, Name: name, Port: port, data: filepath.Join(c.dir, name), log: filepath.Join(c.dir, name+".log")}
 	return s, nil
 }
