@@ -151,16 +151,16 @@ type Backend struct {
 	log         *zap.Logger
 	clock       clock.Clock
 	nodes       []node
-	where       string      // "rabbitmq <urls with the passwords hidden>"
-	secrets     []string    // to scrub from the client's errors
-	tls         *tls.Config // nil: as the URL says
+	where       string        // "rabbitmq <urls with the passwords hidden>"
+	secrets     []string      // to scrub from the client's errors
+	tls         *tls.Config   // nil: as the URL says
 	dialTimeout time.Duration // the longest node's: the TCP connect's, the handshake's, the history declare's, each
 	// tried is the index of the node a dial tried last; the next dial
 	// starts after it. Only the dials touch it, one at a time.
-	tried atomic.Int32
-	gateArgs    amqp.Table
-	histArgs    amqp.Table
-	history     string // the history stream's name
+	tried    atomic.Int32
+	gateArgs amqp.Table
+	histArgs amqp.Table
+	history  string // the history stream's name
 
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
