@@ -125,6 +125,15 @@ type Job struct {
 	// InheritEnv names the daemon's environment variables the job gets
 	// besides its clean environment (docs/spec.md#s6-jobs); never ANARCHON_*.
 	InheritEnv []string
+	// OnFailure, OnSuccess and OnMissed are the job's hooks: commands run
+	// by Shell, as the job is, after a run that failed or timed out, after
+	// one that succeeded, and for a slot recorded missed
+	// (docs/spec.md#s6-hooks); "": none.
+	OnFailure string
+	OnSuccess string
+	OnMissed  string
+	// HookTimeout bounds one hook's run; it is stopped after it.
+	HookTimeout time.Duration
 
 	Line  int // the line of the job's entry in File
 	Index int // the job's position in jobs, from 0

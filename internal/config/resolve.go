@@ -40,6 +40,7 @@ const (
 	defaultKillGraceMs      = 10000
 	defaultShell            = "/bin/sh"
 	defaultOutputTailBytes  = 4096
+	defaultHookTimeoutMs    = 60000
 )
 
 // Limits.
@@ -72,7 +73,8 @@ var (
 
 	// jobReservedEnv are set by the daemon for every run
 	// (docs/spec.md#s6-jobs); a job's env may not set them.
-	jobReservedEnv = []string{"ANARCHON_JOB", "ANARCHON_SLOT", "ANARCHON_SLOT_MS", "ANARCHON_ATTEMPT", "ANARCHON_TOKEN", "ANARCHON_INSTANCE"}
+	jobReservedEnv = []string{"ANARCHON_JOB", "ANARCHON_SLOT", "ANARCHON_SLOT_MS", "ANARCHON_ATTEMPT", "ANARCHON_TOKEN", "ANARCHON_INSTANCE",
+		"ANARCHON_HOOK", "ANARCHON_STATUS", "ANARCHON_EXIT_CODE", "ANARCHON_DURATION_MS", "ANARCHON_OUTPUT_FILE", "ANARCHON_REASON"}
 )
 
 // setting is a resolved value and where it came from.
@@ -350,6 +352,10 @@ type policy struct {
 	shell        setting[string]
 	outputTail   setting[int64]
 	inheritEnv   setting[[]string]
+	onFailure    setting[string]
+	onSuccess    setting[string]
+	onMissed     setting[string]
+	hookTimeout  setting[int64]
 }
 
 // DefaultClaimAheadMs is the built-in claimAheadMs of backendType: its
@@ -380,6 +386,7 @@ func builtinPolicy(b *Backend) policy {
 		killGrace:   def[int64](defaultKillGraceMs),
 		shell:       def(defaultShell),
 		outputTail:  def[int64](defaultOutputTailBytes),
+		hookTimeout: def[int64](defaultHookTimeoutMs),
 	}
 }
 
@@ -412,6 +419,10 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	pol.shell = get(p, vals, prefix+"shell", base.shell, p.asString, store.NotEmpty)
 	pol.outputTail = get(p, vals, prefix+"outputTailBytes", base.outputTail, p.asInt, store.IntRange(0, MaxOutputTailBytes))
 	pol.inheritEnv = get(p, vals, prefix+"inheritEnv", base.inheritEnv, p.asEnvNames, nil)
+	pol.onFailure = get(p, vals, prefix+"onFailure", base.onFailure, p.asString, nil)
+	pol.onSuccess = get(p, vals, prefix+"onSuccess", base.onSuccess, p.asString, nil)
+	pol.onMissed = get(p, vals, prefix+"onMissed", base.onMissed, p.asString, nil)
+	pol.hookTimeout = get(p, vals, prefix+"hookTimeoutMs", base.hookTimeout, p.asInt, store.Millis(1))
 	return pol
 }
 
@@ -633,6 +644,10 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.Shell = pol.shell.val
 	j.OutputTailBytes = int(pol.outputTail.val)
 	j.InheritEnv = pol.inheritEnv.val
+	j.OnFailure = pol.onFailure.val
+	j.OnSuccess = pol.onSuccess.val
+	j.OnMissed = pol.onMissed.val
+	j.HookTimeout = time.Duration(pol.hookTimeout.val) * time.Millisecond
 
 	info := jobInfo{name: rj.name, pol: pol}
 	sched := str("schedule", func(s string) string {

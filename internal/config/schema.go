@@ -50,6 +50,10 @@ var defaultsSpecs = []*spec{
 	{key: "shell", kind: kindString},
 	{key: "outputTailBytes", kind: kindInt},
 	{key: "inheritEnv", kind: kindStrings},
+	{key: "onFailure", kind: kindString},
+	{key: "onSuccess", kind: kindString},
+	{key: "onMissed", kind: kindString},
+	{key: "hookTimeoutMs", kind: kindInt},
 }
 
 // jobSpecs are the keys of one entry of "jobs".

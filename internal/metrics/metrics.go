@@ -42,6 +42,7 @@ type Metrics struct {
 	clockSkew     prometheus.Gauge
 	reloads       *prometheus.CounterVec
 	paused        *prometheus.GaugeVec
+	hookFailures  *prometheus.CounterVec
 
 	mu      sync.Mutex
 	storeOK time.Time // the store's last answer
@@ -83,8 +84,10 @@ func New(c clock.Clock, backend string) *Metrics {
 		Help: "Crontab reloads by result (ok, error)."}, []string{"result"})
 	m.paused = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "anarchon_job_paused",
 		Help: "1 while the job is paused by its control record in the store (anarchond pause): its slots are skipped; 0 once resumed or its pause is over."}, []string{"job"})
+	m.hookFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_hook_failures_total",
+		Help: "Hooks (onFailure, onSuccess, onMissed) that failed on this instance, by job and hook: could not start, exited non-zero, or timed out."}, []string{"job", "hook"})
 	for _, c := range []prometheus.Collector{m.claims, m.runs, m.runDuration, m.scheduleLag, m.claimDuration,
-		m.renewals, m.fenced, m.missed, m.storeErrors, m.refusals, m.clockSkew, m.reloads, m.paused} {
+		m.renewals, m.fenced, m.missed, m.storeErrors, m.refusals, m.clockSkew, m.reloads, m.paused, m.hookFailures} {
 		f(c)
 	}
 	f(collectors.NewGoCollector())
@@ -190,10 +193,16 @@ func (m *Metrics) SchedulerHooks() scheduler.Hooks {
 
 // Jobs gives every job of the crontab its anarchon_job_paused series, 0
 // until the scheduler reports it paused, so that the metric exists before
-// a job's first pause.
+// a job's first pause; and each hook a job has its
+// anarchon_hook_failures_total series, from 0.
 func (m *Metrics) Jobs(jobs []config.Job) {
 	for _, j := range jobs {
 		m.paused.WithLabelValues(j.Name)
+		for hook, cmd := range map[string]string{runner.OnFailure: j.OnFailure, runner.OnSuccess: j.OnSuccess, runner.OnMissed: j.OnMissed} {
+			if cmd != "" {
+				m.hookFailures.WithLabelValues(j.Name, hook)
+			}
+		}
 	}
 }
 
@@ -209,6 +218,7 @@ func (m *Metrics) RunnerHooks() runner.Hooks {
 			}
 		},
 		StoreError: m.storeError,
+		HookFailed: func(job, hook string) { m.hookFailures.WithLabelValues(job, hook).Inc() },
 	}
 }
 

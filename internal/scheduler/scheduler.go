@@ -127,6 +127,8 @@ type Scheduler struct {
 	notes *notes
 	// pauses are the jobs' control records as last read (pause.go).
 	pauses *pauses
+	// hooks starts the jobs' hooks (hooks.go).
+	hooks *hooks
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -172,6 +174,7 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	s.prep = newPreparer(o.Backend)
 	s.notes = newNotes(o.Backend)
 	s.pauses = newPauses(o.Backend, o.ControlPoll)
+	s.hooks = newHooks(o.Executor, entries)
 	s.peers.log = o.Log
 	return s, nil
 }
@@ -215,6 +218,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.drain, s.endDrain = context.WithCancel(context.WithoutCancel(ctx))
 	defer s.endDrain()
 	var wg sync.WaitGroup
+	s.hooks.ctx, s.hooks.wg = runCtx, &wg
 	if p, ok := s.o.Backend.(claim.Pruner); ok && s.o.Retention > 0 {
 		wg.Go(func() { s.pruneLoop(ctx, p) })
 	}
@@ -303,6 +307,7 @@ func (s *Scheduler) replace(h *slotHeap, fresh []*entry, cursor time.Time) *slot
 		}
 	}
 	s.prep.reset(nh)
+	s.hooks.setJobs(fresh)
 	s.o.Log.Info("crontab reloaded", zap.Int("jobs", len(fresh)))
 	return nh
 }
@@ -823,12 +828,14 @@ func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answe
 	}
 	s.running.Add(1)
 	defer s.running.Add(-1)
-	rep := s.o.Executor.Run(runCtx, runner.Execution{
+	e := runner.Execution{
 		Job: job, Fence: fence, Slot: c.req.SlotTime(), LeaseUntil: c.res.LeaseUntil, ClaimedAt: c.leaseStart,
-	})
+	}
+	rep := s.o.Executor.Run(runCtx, e)
 	if s.o.Hooks.Finished != nil {
 		s.o.Hooks.Finished(job.Name, c.req.SlotTime(), rep)
 	}
+	s.afterRun(job, e, rep)
 	return rep.Recorded || ctx.Err() != nil
 }
 
