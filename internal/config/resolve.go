@@ -232,6 +232,14 @@ func (p *parser) asDuration(v *value) (time.Duration, bool) {
 // asStrings reads a list of scalars (args). Numbers and booleans are taken as
 // written: args: [sleep, 30] is "sleep", "30".
 func (p *parser) asStrings(v *value) ([]string, bool) {
+	if v.env != "" {
+		// A list set by an ANARCHON_* variable: comma-separated.
+		out := strings.Split(v.text, ",")
+		for i := range out {
+			out[i] = strings.TrimSpace(out[i])
+		}
+		return out, true
+	}
 	n := v.node
 	if n.Kind != yaml.SequenceNode {
 		p.errorf(v, "must be a list of strings, not %s", describe(n))
@@ -350,6 +358,7 @@ type policy struct {
 	shell        setting[string]
 	outputTail   setting[int64]
 	inheritEnv   setting[[]string]
+	jitter       setting[int64]
 }
 
 // DefaultClaimAheadMs is the built-in claimAheadMs of backendType: its
@@ -412,6 +421,7 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	pol.shell = get(p, vals, prefix+"shell", base.shell, p.asString, store.NotEmpty)
 	pol.outputTail = get(p, vals, prefix+"outputTailBytes", base.outputTail, p.asInt, store.IntRange(0, MaxOutputTailBytes))
 	pol.inheritEnv = get(p, vals, prefix+"inheritEnv", base.inheritEnv, p.asEnvNames, nil)
+	pol.jitter = get(p, vals, prefix+"jitterMs", base.jitter, p.asInt, store.Millis(0))
 	return pol
 }
 
@@ -535,6 +545,7 @@ func (p *parser) resolve() *Config {
 	cfg.ShutdownGrace = time.Duration(integer("shutdownGraceMs", defaultShutdownGraceMs, store.Millis(0)).val) * time.Millisecond
 	cfg.Watch = get(p, vals, "watch", def(false), p.asBool, nil).val
 	cfg.StateDir = p.anchor(str("stateDir", "", nil).val)
+	cfg.Tags = get(p, vals, "tags", setting[[]string]{}, p.asStrings, checkTags).val
 	cfg.Metrics.Listen = str("metrics.listen", defaultMetricsListen, checkListen).val
 	cfg.Log.Level = str("log.level", defaultLogLevel, store.OneOf(logLevels...)).val
 	cfg.Log.Format = str("log.format", defaultLogFormat, store.OneOf(logFormats...)).val
@@ -633,6 +644,9 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.Shell = pol.shell.val
 	j.OutputTailBytes = int(pol.outputTail.val)
 	j.InheritEnv = pol.inheritEnv.val
+	j.Jitter = time.Duration(pol.jitter.val) * time.Millisecond
+	j.Tags = get(p, vals, "tags", setting[[]string]{}, p.asStrings, checkTags).val
+	j.PerInstance = get(p, vals, "perInstance", def(false), p.asBool, nil).val
 
 	info := jobInfo{name: rj.name, pol: pol}
 	sched := str("schedule", func(s string) string {
@@ -651,6 +665,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 			p.errorf(sched.at, "%s", err)
 		} else {
 			info.sched, info.schedVal = s, sched.at
+			p.checkJitter(pol.jitter, s, sched)
 		}
 	}
 
