@@ -131,12 +131,18 @@ func newNextCmd(env Env) *cobra.Command {
 				if err != nil {
 					return usageError(fmt.Errorf("job %q: %w", j.Name, err))
 				}
-				t := t0
-				for range n {
+				// The runs that start after t0: with a jitter, a slot
+				// before t0 may still start after it.
+				t := t0.Add(-j.Jitter)
+				for i := 0; i < n; {
 					if t = sc.Next(t); t.IsZero() {
 						break
 					}
 					start := schedule.Start(j.Name, t, j.Jitter)
+					if !start.After(t0) {
+						continue
+					}
+					i++
 					out = append(out, nextSlot{Job: j.Name, Slot: t.UTC().Format(time.RFC3339Nano),
 						SlotMs: t.UnixMilli(), Local: t.In(j.Location).Format(time.RFC3339Nano),
 						Start: start.UTC().Format(time.RFC3339Nano), StartMs: start.UnixMilli()})

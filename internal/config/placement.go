@@ -57,6 +57,26 @@ func (p *parser) checkJitter(jitter setting[int64], sc schedule.Schedule, sched 
 		desc, sched.val, period, period)
 }
 
+// checkJitterMemory: a jittered run is claimed up to maxLate after its
+// start, maxLate + jitterMs after its slot, so that sum, not maxLate
+// alone, must be at most 1/retentionFactor of a claim-only store's memory
+// (ms, described by desc). A maxLate too long on its own was reported by
+// checkMaxLate.
+func (p *parser) checkJitterMemory(infos []jobInfo, desc string, ms int64) {
+	for _, in := range infos {
+		jit, ml := in.pol.jitter, in.pol.maxLate.val
+		if jit.val <= 0 || ml*retentionFactor > ms || (ml+jit.val)*retentionFactor <= ms || in.schedVal == nil {
+			continue
+		}
+		at, what := jit.at, fmt.Sprintf("maxLateMs %d + jitterMs %d", ml, jit.val)
+		if !jit.jobLevel() {
+			at, what = in.schedVal, what+" (jitterMs from "+jit.origin()+")"
+		}
+		p.errorf(at, "%s must be at most half of %s: a jittered run is claimed up to maxLate after its start, and the store must remember its slot longer; lower jitterMs to at most %d or raise the retention",
+			what, desc, ms/retentionFactor-ml)
+	}
+}
+
 // RunsOn reports whether an instance with the tags have schedules the job:
 // it has every one of the job's tags.
 func (j Job) RunsOn(have []string) bool {

@@ -116,3 +116,24 @@ func TestPerInstanceKey(t *testing.T) {
 		t.Errorf("JobOfKey(%q) = %q", dotted, JobOfKey(dotted))
 	}
 }
+
+// On a claim-only store, maxLate + jitterMs must fit half its memory.
+func TestJitterWithinClaimOnlyMemory(t *testing.T) {
+	yml := `backend:
+  type: nats
+  nats: {duplicateWindowMs: 3600000}
+jobs:
+  - name: hourly
+    schedule: "@hourly"
+    command: "true"
+    jitterMs: 1800000
+  - name: fits
+    schedule: "@hourly"
+    command: "true"
+    jitterMs: 1740000
+`
+	errs := parseErrs(t, yml, nil)
+	checkErrs(t, errs, []string{
+		"8:jobs[0].jitterMs:maxLateMs 60000 + jitterMs 1800000 must be at most half of backend.nats.duplicateWindowMs (3600000): a jittered run is claimed up to maxLate after its start, and the store must remember its slot longer; lower jitterMs to at most 1740000",
+	})
+}

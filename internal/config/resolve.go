@@ -775,6 +775,7 @@ func (p *parser) checkClaimOnly(b *Backend, typ setting[string], infos []jobInfo
 		}
 		desc := fmt.Sprintf("%s%s (%s)", prefix, lim.Key, lim.Value())
 		p.checkMaxLate(infos, desc, lim.Ms, at)
+		p.checkJitterMemory(infos, desc, lim.Ms)
 		if lim.MaxClaims > 0 {
 			p.checkMaxClaims(infos, lim, desc)
 		}

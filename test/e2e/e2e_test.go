@@ -161,6 +161,7 @@ func params(st store, dir, root string) testscript.Params {
 			"catchupcheck":  cmdCatchUpCheck,
 			"accounted":     cmdAccounted,
 			"outcomes":      cmdOutcomes,
+			"jitterstarts":  cmdJitterStarts,
 		},
 	}
 }
