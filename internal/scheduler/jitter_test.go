@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -126,6 +127,72 @@ func TestPerInstanceRunsOncePerInstance(t *testing.T) {
 			if n := seen[fmt.Sprintf("%s/%d", in, slotOf(sec))]; n != 1 {
 				t.Errorf("instance %s ran slot %d %d times, want once: %v", in, slotOf(sec), n, seen)
 			}
+		}
+	}
+}
+
+// With overlap skip, a jittered slot whose previous run is still live at
+// its start waits for that run, as an unjittered one does at its slot:
+// the two runs never overlap, and the slot runs once the previous ends.
+func TestJitteredOverlapHeldUntilThePreviousRunEnds(t *testing.T) {
+	h := newHarness(t)
+	h.fresh = true
+	j, slot0 := jitteredJob(t)
+	j.Overlap, j.Lease = "skip", time.Hour // slot 0's lease outlives the test
+	a := h.start("a", h.store, true, j)
+	slot1 := slot0.Add(time.Minute)
+	start0, start1 := startOf(j, slot0), startOf(j, slot1)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+
+	h.awaitTimers(1)
+	h.clk.Set(start0)
+	if e := h.next(); e.e.Fence.Slot != slot0.UnixMilli() { // held: its lease is live
+		t.Fatalf("ran %s, want slot %v", e.e.Fence, slot0)
+	}
+	for h.clk.Now().Before(start1.Add(-time.Second)) { // a wait is at most MaxWait
+		h.awaitTimers(1)
+		next := h.clk.Now().Add(20 * time.Second)
+		if next.After(start1.Add(-time.Second)) {
+			next = start1.Add(-time.Second)
+		}
+		h.clk.Set(next)
+	}
+	if err := h.clk.WaitTimerAt(ctx, start1); err != nil {
+		t.Fatalf("slot 1's claim is not due at its jittered start %v: %v", start1, err)
+	}
+	h.clk.Set(start1) // slot 1's claim finds slot 0 live: asked again
+	if err := h.clk.WaitTimerAt(ctx, start1.Add(overlapPoll)); err != nil {
+		t.Fatalf("a jittered slot that found its previous run live is not asked again: %v", err)
+	}
+	select {
+	case e := <-h.got:
+		t.Fatalf("%s ran while slot 0 was live", e.e.Fence)
+	default:
+	}
+	a.exec.release <- struct{}{} // slot 0 ends, after slot 1's start
+	readFinal(t, ctx, h, j.Name, slot0.UnixMilli())
+	h.clk.Set(start1.Add(overlapPoll))
+	if e := h.next(); e.e.Fence.Slot != slot1.UnixMilli() {
+		t.Fatalf("ran %s, want slot 1 once slot 0 had ended", e.e.Fence)
+	}
+}
+
+// readFinal awaits the recorded result of (job, slot).
+func readFinal(t *testing.T, ctx context.Context, h *harness, job string, slot int64) {
+	t.Helper()
+	for {
+		run, _, err := h.store.Read(ctx, job, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Status.Final() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the result of %s@%d was not recorded", job, slot)
+		case <-time.After(time.Millisecond):
 		}
 	}
 }
