@@ -419,8 +419,11 @@ func weightedDelay(d time.Duration, running int64, spread, maxLate time.Duration
 // a slot claimed late (catch-up after a pause or at start) is past its
 // delay already and is claimed at once. It returns ctx's error if the stop
 // began meanwhile.
+//
+// A perInstance job's claims are never held back: no other instance
+// claims its key, so there is no race to spread.
 func (s *Scheduler) holdBack(ctx context.Context, job config.Job, slot time.Time) error {
-	if job.ClaimSpread <= 0 {
+	if job.ClaimSpread <= 0 || job.PerInstance {
 		return nil
 	}
 	return clock.SleepUntil(ctx, s.o.Clock, startOf(job, slot).Add(s.spreadDelay(job, slot)-job.ClaimAhead))
