@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,6 +44,7 @@ func newValidateCmd(env Env) *cobra.Command {
 			}
 			fmt.Fprintf(env.Stdout, "%s: ok: %d job(s), backend %s, instance %s\n",
 				cfg.File, len(cfg.Jobs), cfg.Backend.Describe(), cfg.Instance)
+			printNotHere(env.Stdout, cfg)
 			if offline {
 				return nil
 			}
@@ -79,6 +81,10 @@ type nextSlot struct {
 	Slot   string `json:"slot"`
 	SlotMs int64  `json:"slot_ms"`
 	Local  string `json:"local"`
+	// Start is when the run starts: the slot plus its jitter
+	// (docs/spec.md#s5-jitter), the same on every instance.
+	Start   string `json:"start"`
+	StartMs int64  `json:"start_ms"`
 }
 
 // MaxNextCount bounds next's --count: the slots are collected before they
@@ -96,7 +102,7 @@ func newNextCmd(env Env) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "next",
-		Short: "Print the next slots of each job, in its zone and in UTC",
+		Short: "Print the next slots of each job, in its zone and in UTC, and when each run starts (jitterMs)",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			switch {
@@ -125,13 +131,21 @@ func newNextCmd(env Env) *cobra.Command {
 				if err != nil {
 					return usageError(fmt.Errorf("job %q: %w", j.Name, err))
 				}
-				t := t0
-				for range n {
+				// The runs that start after t0: with a jitter, a slot
+				// before t0 may still start after it.
+				t := t0.Add(-j.Jitter)
+				for i := 0; i < n; {
 					if t = sc.Next(t); t.IsZero() {
 						break
 					}
+					start := schedule.Start(j.Name, t, j.Jitter)
+					if !start.After(t0) {
+						continue
+					}
+					i++
 					out = append(out, nextSlot{Job: j.Name, Slot: t.UTC().Format(time.RFC3339Nano),
-						SlotMs: t.UnixMilli(), Local: t.In(j.Location).Format(time.RFC3339Nano)})
+						SlotMs: t.UnixMilli(), Local: t.In(j.Location).Format(time.RFC3339Nano),
+						Start: start.UTC().Format(time.RFC3339Nano), StartMs: start.UnixMilli()})
 				}
 			}
 			if asJSON {
@@ -144,9 +158,19 @@ func newNextCmd(env Env) *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "JOB\tLOCAL\tUTC")
+			// START only where a job has a jitter: otherwise it is the slot.
+			jittered := slices.ContainsFunc(jobs, func(j config.Job) bool { return j.Jitter > 0 })
+			if jittered {
+				fmt.Fprintln(tw, "JOB\tLOCAL\tUTC\tSTART (UTC)")
+			} else {
+				fmt.Fprintln(tw, "JOB\tLOCAL\tUTC")
+			}
 			for _, s := range out {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Job, s.Local, s.Slot)
+				if jittered {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Job, s.Local, s.Slot, s.Start)
+				} else {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Job, s.Local, s.Slot)
+				}
 			}
 			return tw.Flush()
 		},
@@ -155,7 +179,7 @@ func newNextCmd(env Env) *cobra.Command {
 	c.Flags().StringVar(&job, "job", "", "only this job")
 	c.Flags().IntVarP(&n, "count", "n", 5, fmt.Sprintf("slots per job (at most %d)", MaxNextCount))
 	c.Flags().StringVar(&from, "from", "", "start after this time (RFC 3339; default now)")
-	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per slot: job, slot, slot_ms, local")
+	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per slot: job, slot, slot_ms, local, start, start_ms")
 	return c
 }
 
@@ -216,7 +240,7 @@ func newStatusCmd(env Env) *cobra.Command {
 				return runtimeError(err)
 			}
 			defer b.Close()
-			runs, err := b.ListRuns(ctx, claim.ListQuery{Job: job, Limit: limit, Statuses: filter.Query()})
+			runs, err := listRuns(ctx, b, cfg, claim.ListQuery{Job: job, Limit: limit, Statuses: filter.Query()})
 			if err != nil {
 				return runtimeError(fmt.Errorf("list runs: %w", err))
 			}

@@ -30,7 +30,8 @@ func newJobsCmd(env Env) *cobra.Command {
 			"(until when, by whom, why: anarchond pause), and its newest run or note in the store\n" +
 			"(its status and slot). --json: one object per job with job, schedule, timezone,\n" +
 			"next_slot, next_slot_ms, paused, paused_until, paused_reason, paused_by, last_status,\n" +
-			"last_slot_ms.",
+			"last_slot_ms, tags, per_instance, runs_here (where the job may run: the tags an instance\n" +
+			"needs, whether every such instance runs it, whether this instance does).",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := cf.load(env)
@@ -86,14 +87,15 @@ func readJobs(ctx context.Context, env Env, cfg *config.Config, b claim.Backend)
 	sem := make(chan struct{}, jobsReaders)
 	var wg sync.WaitGroup
 	for i, j := range cfg.Jobs {
-		out[i] = status.Job{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Control: controls[j.Name], Now: now}
+		out[i] = status.Job{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Control: controls[j.Name], Now: now,
+			Tags: j.Tags, PerInstance: j.PerInstance, NotHere: !j.RunsOn(cfg.Tags)}
 		if sc, err := schedule.Parse(j.Schedule, j.Location); err == nil {
 			out[i].Next = sc.Next(now)
 		}
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			runs, err := b.ListRuns(ctx, claim.ListQuery{Job: j.Name, Limit: 1})
+			runs, err := listRuns(ctx, b, cfg, claim.ListQuery{Job: j.Name, Limit: 1})
 			if err != nil {
 				errs[i] = fmt.Errorf("store %s: list the runs of %s: %w", cfg.Backend.Describe(), j.Name, err)
 			} else if len(runs) > 0 {

@@ -446,8 +446,8 @@ func TestEnvThroughViper(t *testing.T) {
 			t.Errorf("%s: viper (%s, %q, %v), list (%s, %q, %v)", ps.path, n1, v1, ok1, n2, v2, ok2)
 		}
 	}
-	if len(paths) != 70 {
-		t.Errorf("%d overridable settings, want 70: update the docs' table", len(paths))
+	if len(paths) != 72 {
+		t.Errorf("%d overridable settings, want 72: update the docs' table", len(paths))
 	}
 }
 

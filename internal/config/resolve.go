@@ -234,6 +234,14 @@ func (p *parser) asDuration(v *value) (time.Duration, bool) {
 // asStrings reads a list of scalars (args). Numbers and booleans are taken as
 // written: args: [sleep, 30] is "sleep", "30".
 func (p *parser) asStrings(v *value) ([]string, bool) {
+	if v.env != "" {
+		// A list set by an ANARCHON_* variable: comma-separated.
+		out := strings.Split(v.text, ",")
+		for i := range out {
+			out[i] = strings.TrimSpace(out[i])
+		}
+		return out, true
+	}
 	n := v.node
 	if n.Kind != yaml.SequenceNode {
 		p.errorf(v, "must be a list of strings, not %s", describe(n))
@@ -356,6 +364,7 @@ type policy struct {
 	onSuccess    setting[string]
 	onMissed     setting[string]
 	hookTimeout  setting[int64]
+	jitter       setting[int64]
 }
 
 // DefaultClaimAheadMs is the built-in claimAheadMs of backendType: its
@@ -423,6 +432,7 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	pol.onSuccess = get(p, vals, prefix+"onSuccess", base.onSuccess, p.asString, nil)
 	pol.onMissed = get(p, vals, prefix+"onMissed", base.onMissed, p.asString, nil)
 	pol.hookTimeout = get(p, vals, prefix+"hookTimeoutMs", base.hookTimeout, p.asInt, store.Millis(1))
+	pol.jitter = get(p, vals, prefix+"jitterMs", base.jitter, p.asInt, store.Millis(0))
 	return pol
 }
 
@@ -546,6 +556,7 @@ func (p *parser) resolve() *Config {
 	cfg.ShutdownGrace = time.Duration(integer("shutdownGraceMs", defaultShutdownGraceMs, store.Millis(0)).val) * time.Millisecond
 	cfg.Watch = get(p, vals, "watch", def(false), p.asBool, nil).val
 	cfg.StateDir = p.anchor(str("stateDir", "", nil).val)
+	cfg.Tags = get(p, vals, "tags", setting[[]string]{}, p.asStrings, checkTags).val
 	cfg.Metrics.Listen = str("metrics.listen", defaultMetricsListen, checkListen).val
 	cfg.Log.Level = str("log.level", defaultLogLevel, store.OneOf(logLevels...)).val
 	cfg.Log.Format = str("log.format", defaultLogFormat, store.OneOf(logFormats...)).val
@@ -648,6 +659,9 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.OnSuccess = pol.onSuccess.val
 	j.OnMissed = pol.onMissed.val
 	j.HookTimeout = time.Duration(pol.hookTimeout.val) * time.Millisecond
+	j.Jitter = time.Duration(pol.jitter.val) * time.Millisecond
+	j.Tags = get(p, vals, "tags", setting[[]string]{}, p.asStrings, checkTags).val
+	j.PerInstance = get(p, vals, "perInstance", def(false), p.asBool, nil).val
 
 	info := jobInfo{name: rj.name, pol: pol}
 	sched := str("schedule", func(s string) string {
@@ -666,6 +680,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 			p.errorf(sched.at, "%s", err)
 		} else {
 			info.sched, info.schedVal = s, sched.at
+			p.checkJitter(pol.jitter, s, sched)
 		}
 	}
 
@@ -775,6 +790,7 @@ func (p *parser) checkClaimOnly(b *Backend, typ setting[string], infos []jobInfo
 		}
 		desc := fmt.Sprintf("%s%s (%s)", prefix, lim.Key, lim.Value())
 		p.checkMaxLate(infos, desc, lim.Ms, at)
+		p.checkJitterMemory(infos, desc, lim.Ms)
 		if lim.MaxClaims > 0 {
 			p.checkMaxClaims(infos, lim, desc)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/runner"
+	"github.com/anarchon/anarchon/internal/schedule"
 	"github.com/anarchon/anarchon/internal/scheduler"
 )
 
@@ -65,7 +66,7 @@ func New(c clock.Clock, backend string) *Metrics {
 	m.runDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "anarchon_run_duration_seconds",
 		Help: "How long executions ran.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"job"})
 	m.scheduleLag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "anarchon_schedule_lag_seconds",
-		Help: "From a slot's time to the fork of its command.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
+		Help: "From a run's start (its slot, plus its jitter) to the fork of its command.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
 	m.claimDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "anarchon_claim_duration_seconds",
 		Help: "Round trip of one answered claim.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"backend"})
 	m.renewals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_lease_renewals_total",
@@ -209,7 +210,11 @@ func (m *Metrics) Jobs(jobs []config.Job) {
 // RunnerHooks observe forks, renewals and the store.
 func (m *Metrics) RunnerHooks() runner.Hooks {
 	return runner.Hooks{
-		Started: func(e runner.Execution, at time.Time) { m.scheduleLag.Observe(at.Sub(e.Slot).Seconds()) },
+		// The lag is counted from the run's start: the slot plus its
+		// jitter (docs/spec.md#s5-jitter).
+		Started: func(e runner.Execution, at time.Time) {
+			m.scheduleLag.Observe(at.Sub(schedule.Start(e.Job.Name, e.Slot, e.Job.Jitter)).Seconds())
+		},
 		Renewed: func(result string, res claim.Result, _ error) {
 			m.renewals.WithLabelValues(result).Inc()
 			if result != "failed" {

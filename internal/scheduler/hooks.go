@@ -99,6 +99,7 @@ func (s *Scheduler) afterNote(n claim.Note) {
 		return
 	}
 	slot := time.UnixMilli(n.Slot).UTC()
+	job.Name = config.JobOfKey(job.Name) // a perInstance job's own name
 	e := runner.Execution{Job: job, Fence: claim.Fence{Job: n.Job, Slot: n.Slot}, Slot: slot}
 	s.fireHook(runner.HookRun{Kind: runner.OnMissed, Command: job.OnMissed, Execution: e,
 		Status: claim.StatusMissed, Reason: n.Reason})

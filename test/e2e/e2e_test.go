@@ -162,6 +162,7 @@ func params(st store, dir, root string) testscript.Params {
 			"accounted":     cmdAccounted,
 			"outcomes":      cmdOutcomes,
 			"hookcheck":     cmdHookCheck,
+			"jitterstarts":  cmdJitterStarts,
 		},
 	}
 }
