@@ -125,6 +125,9 @@ type Job struct {
 	// InheritEnv names the daemon's environment variables the job gets
 	// besides its clean environment (docs/spec.md#s6-jobs); never ANARCHON_*.
 	InheritEnv []string
+	// Retry says how a failed or timed-out run is run again
+	// (docs/spec.md#s6-retry); Attempts 0: never.
+	Retry Retry
 
 	Line  int // the line of the job's entry in File
 	Index int // the job's position in jobs, from 0

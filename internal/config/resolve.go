@@ -350,6 +350,7 @@ type policy struct {
 	shell        setting[string]
 	outputTail   setting[int64]
 	inheritEnv   setting[[]string]
+	retry        retryPolicy
 }
 
 // DefaultClaimAheadMs is the built-in claimAheadMs of backendType: its
@@ -380,6 +381,7 @@ func builtinPolicy(b *Backend) policy {
 		killGrace:   def[int64](defaultKillGraceMs),
 		shell:       def(defaultShell),
 		outputTail:  def[int64](defaultOutputTailBytes),
+		retry:       builtinRetry(),
 	}
 }
 
@@ -412,6 +414,7 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	pol.shell = get(p, vals, prefix+"shell", base.shell, p.asString, store.NotEmpty)
 	pol.outputTail = get(p, vals, prefix+"outputTailBytes", base.outputTail, p.asInt, store.IntRange(0, MaxOutputTailBytes))
 	pol.inheritEnv = get(p, vals, prefix+"inheritEnv", base.inheritEnv, p.asEnvNames, nil)
+	pol.retry = p.resolveRetry(vals, prefix, base.retry)
 	return pol
 }
 
@@ -545,6 +548,7 @@ func (p *parser) resolve() *Config {
 	// Defaults, then jobs.
 	defaults := p.resolvePolicy(vals, "defaults.", builtinPolicy(b))
 	p.claimAheadOf(defaults, p.heartbeatOf(defaults, false), false)
+	p.retryOf(defaults.retry, false)
 	p.claimSpreadOf(defaults, false)
 	var infos []jobInfo
 	names := map[string]*value{}
@@ -561,6 +565,7 @@ func (p *parser) resolve() *Config {
 	p.checkRetention(retention, infos)
 	p.checkClaimOnly(b, typ, infos)
 	p.checkOverlap(b, infos)
+	p.checkRetry(typ.val, infos)
 
 	if cfg.Instance == "" {
 		cfg.Instance = p.defaultInstance()
@@ -633,6 +638,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.Shell = pol.shell.val
 	j.OutputTailBytes = int(pol.outputTail.val)
 	j.InheritEnv = pol.inheritEnv.val
+	j.Retry = p.retryOf(pol.retry, true)
 
 	info := jobInfo{name: rj.name, pol: pol}
 	sched := str("schedule", func(s string) string {

@@ -50,6 +50,11 @@ var defaultsSpecs = []*spec{
 	{key: "shell", kind: kindString},
 	{key: "outputTailBytes", kind: kindInt},
 	{key: "inheritEnv", kind: kindStrings},
+	{key: "retry", kind: kindMap, children: []*spec{
+		{key: "attempts", kind: kindInt},
+		{key: "backoffMs", kind: kindInt},
+		{key: "maxBackoffMs", kind: kindInt},
+	}},
 }
 
 // jobSpecs are the keys of one entry of "jobs".

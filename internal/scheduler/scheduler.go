@@ -127,6 +127,8 @@ type Scheduler struct {
 	notes *notes
 	// pauses are the jobs' control records as last read (pause.go).
 	pauses *pauses
+	// trig picks up the runs asked for outside the schedule (trigger.go).
+	trig *triggers
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -172,6 +174,7 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	s.prep = newPreparer(o.Backend)
 	s.notes = newNotes(o.Backend)
 	s.pauses = newPauses(o.Backend, o.ControlPoll)
+	s.trig = newTriggers(entries)
 	s.peers.log = o.Log
 	return s, nil
 }
@@ -200,6 +203,7 @@ func (s *Scheduler) Reload(ctx context.Context, jobs []config.Job) error {
 	}
 	select {
 	case s.reload <- entries:
+		s.trig.setJobs(entries)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -221,6 +225,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if s.notes.rec != nil {
 		wg.Go(func() { s.recordNotes(ctx) })
 	}
+	s.trig.bind(ctx, runCtx, &wg)
 	if s.pauses.ctl != nil {
 		first := s.o.Clock.Now()
 		s.readControls(ctx) // before the first slot is dispatched
@@ -823,12 +828,17 @@ func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answe
 	}
 	s.running.Add(1)
 	defer s.running.Add(-1)
-	rep := s.o.Executor.Run(runCtx, runner.Execution{
+	ex := runner.Execution{
 		Job: job, Fence: fence, Slot: c.req.SlotTime(), LeaseUntil: c.res.LeaseUntil, ClaimedAt: c.leaseStart,
-	})
+	}
+	if tr, ok := s.trig.of(job.Name, c.req.Slot); ok {
+		ex.Trigger = &tr
+	}
+	rep := s.o.Executor.Run(runCtx, ex)
 	if s.o.Hooks.Finished != nil {
 		s.o.Hooks.Finished(job.Name, c.req.SlotTime(), rep)
 	}
+	s.scheduleRetry(ctx, job, ex.Trigger, c.req.Slot, rep)
 	return rep.Recorded || ctx.Err() != nil
 }
 

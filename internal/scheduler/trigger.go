@@ -1,0 +1,182 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/config"
+)
+
+// Triggers (docs/spec.md#s6-trigger). A run asked for outside the
+// schedule, by anarchond trigger or by a retry (retry.go), is a trigger in
+// the job's control record. Every instance reads the records every
+// ControlPoll (pause.go); a trigger it has not handled yet, and not older
+// than TriggerWindow, is claimed as the run (job, trigger slot) through
+// the slot's own path: the work spread, the claim (one instance wins),
+// the runner, the notes. A manual run claims with overlap allow (a
+// running scheduled run does not refuse it) and is not held by a pause; a
+// retry claims with the job's overlap and is skipped (paused) while the
+// job is paused.
+
+// TriggerWindow is how long after its slot a trigger may be claimed: the
+// maxLate of its claim, when the job's is shorter. An instance that first
+// reads a trigger later than that leaves it alone.
+const TriggerWindow = 30 * time.Second
+
+// triggers is this instance's handling of the triggers it read.
+type triggers struct {
+	mu sync.Mutex
+	// handled are the IDs of the triggers picked up here (or found too
+	// old): never picked up twice.
+	handled map[string]bool
+	// active are the triggers of the runs in progress here, by job and
+	// slot: execute gives them to the runner.
+	active map[trigKey]claim.Trigger
+	// jobs are the current jobs by name (New, Reload).
+	jobs map[string]*entry
+	// ctx, runCtx and wg are Run's, once bound.
+	ctx, runCtx context.Context
+	wg          *sync.WaitGroup
+}
+
+type trigKey struct {
+	job  string
+	slot int64
+}
+
+func newTriggers(entries []*entry) *triggers {
+	t := &triggers{handled: map[string]bool{}, active: map[trigKey]claim.Trigger{}}
+	t.setJobs(entries)
+	return t
+}
+
+// setJobs replaces the jobs that triggers may name.
+func (t *triggers) setJobs(entries []*entry) {
+	jobs := make(map[string]*entry, len(entries))
+	for _, e := range entries {
+		jobs[e.job.Name] = e
+	}
+	t.mu.Lock()
+	t.jobs = jobs
+	t.mu.Unlock()
+}
+
+// bind gives the triggers Run's contexts and wait group: runs start from
+// then on.
+func (t *triggers) bind(ctx, runCtx context.Context, wg *sync.WaitGroup) {
+	t.mu.Lock()
+	t.ctx, t.runCtx, t.wg = ctx, runCtx, wg
+	t.mu.Unlock()
+}
+
+// of returns the trigger of the run (job, slot) in progress here.
+func (t *triggers) of(job string, slot int64) (claim.Trigger, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tr, ok := t.active[trigKey{job, slot}]
+	return tr, ok
+}
+
+// dueTrigger is one trigger to pick up.
+type dueTrigger struct {
+	e  *entry
+	tr claim.Trigger
+}
+
+// due returns the triggers of cs that are due at now and not handled yet,
+// marking them handled. When cs is every record (all), the triggers no
+// record holds any more are forgotten.
+func (t *triggers) due(cs []claim.Control, all bool, now time.Time) []dueTrigger {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.wg == nil || t.ctx.Err() != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []dueTrigger
+	for _, c := range cs {
+		e := t.jobs[c.Job]
+		for _, tr := range c.Triggers {
+			seen[tr.ID] = t.handled[tr.ID]
+			switch {
+			case e == nil || t.handled[tr.ID] || now.UnixMilli() < tr.Due-ahead(e):
+				continue
+			case now.Sub(time.UnixMilli(tr.Due)) > TriggerWindow:
+				seen[tr.ID] = true // too old: another instance ran it, or nobody could
+			default:
+				seen[tr.ID] = true
+				out = append(out, dueTrigger{e: e, tr: tr})
+			}
+		}
+	}
+	for id := range t.handled {
+		if all && !seen[id] {
+			delete(t.handled, id)
+		}
+	}
+	for id, h := range seen {
+		if h {
+			t.handled[id] = true
+		}
+	}
+	return out
+}
+
+// ahead is how long before its due time a trigger of e's job is picked
+// up: the claim's head start, and at least ControlPoll's default, so that
+// an instance that reads it a poll early holds it back rather than late.
+func ahead(e *entry) int64 {
+	return max(e.job.ClaimAhead, DefaultControlPoll).Milliseconds()
+}
+
+// pickTriggers starts a run for every trigger of cs due and not handled;
+// all says that cs is every record read.
+func (s *Scheduler) pickTriggers(cs []claim.Control, all bool) {
+	for _, p := range s.trig.due(cs, all, s.o.Clock.Now()) {
+		s.o.Log.Info("trigger picked up", zap.String("job", p.e.job.Name), zap.String("kind", p.tr.Kind),
+			zap.Time("slot", time.UnixMilli(p.tr.Slot).UTC()), zap.Int("attempt", p.tr.Attempt), zap.String("by", p.tr.By))
+		ctx, runCtx, wg := s.trig.ctx, s.trig.runCtx, s.trig.wg
+		wg.Go(func() { s.runTrigger(ctx, runCtx, p.e.job, p.tr) })
+	}
+}
+
+// triggerJob is job as a trigger's claim sees it: a maxLate of at least
+// TriggerWindow, and overlap allow for a manual run.
+func triggerJob(job config.Job, tr claim.Trigger) config.Job {
+	job.MaxLate = max(job.MaxLate, TriggerWindow)
+	if tr.Kind == claim.TriggerManual {
+		job.Overlap = string(claim.OverlapAllow)
+	}
+	return job
+}
+
+// runTrigger claims and runs the trigger's run as a slot's: held back by
+// the work spread, claimed, run by the winner, watched by the others.
+func (s *Scheduler) runTrigger(ctx, runCtx context.Context, job config.Job, tr claim.Trigger) {
+	slot := time.UnixMilli(tr.Slot).UTC()
+	if tr.Kind == claim.TriggerRetry && s.skipPaused(job.Name, slot) {
+		return
+	}
+	key := trigKey{job.Name, tr.Slot}
+	s.trig.mu.Lock()
+	s.trig.active[key] = tr
+	s.trig.mu.Unlock()
+	defer func() {
+		s.trig.mu.Lock()
+		delete(s.trig.active, key)
+		s.trig.mu.Unlock()
+	}()
+	j := triggerJob(job, tr)
+	if s.holdBack(ctx, j, slot) != nil {
+		return
+	}
+	c, ok := s.claimFirst(ctx, j, slot, slot)
+	if ctx.Err() != nil && !ok {
+		return
+	}
+	s.follow(ctx, runCtx, j, slot, c, ok)
+}
