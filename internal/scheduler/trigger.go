@@ -180,3 +180,23 @@ func (s *Scheduler) runTrigger(ctx, runCtx context.Context, job config.Job, tr c
 	}
 	s.follow(ctx, runCtx, j, slot, c, ok)
 }
+
+// withoutTriggered returns runs without those a trigger of job's control
+// record (as last read) asked for: a start's catch-up counts from the
+// newest slot of the schedule that ran, and a manual run or a retry is
+// none (its slot is not one of the schedule's).
+func (s *Scheduler) withoutTriggered(job string, runs []claim.Run) []claim.Run {
+	s.pauses.mu.RLock()
+	c := s.pauses.byJob[job]
+	s.pauses.mu.RUnlock()
+	if len(c.Triggers) == 0 {
+		return runs
+	}
+	out := make([]claim.Run, 0, len(runs))
+	for _, r := range runs {
+		if _, ok := c.TriggerOf(r.Slot); !ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}

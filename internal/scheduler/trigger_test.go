@@ -168,3 +168,20 @@ func TestRetryNeverPastTheNextSlot(t *testing.T) {
 		t.Fatal("attempt 4 of retry.attempts 3: want no retry")
 	}
 }
+
+// A start's catch-up counts from the newest slot of the schedule that ran,
+// not from a manual run after it: the slot within maxLate before the start
+// is caught up (catchUp all), where the manual run's slot, not one of the
+// schedule's, would have read as a changed schedule and run nothing.
+func TestCatchUpSkipsTriggeredRuns(t *testing.T) {
+	h := newPauseHarness(t)
+	j := job("tick", "* * * * * *")
+	h.seed(j) // the slot before maxLate ran
+	tr := manualAt(t0.Add(-50 * time.Millisecond))
+	h.record(j, time.UnixMilli(tr.Slot))
+	h.set(claim.Control{Job: j.Name, Triggers: []claim.Trigger{tr}})
+	h.start("a", j)
+	if e := h.next(); e.e.Fence.Slot != slotOf(0) || e.e.Trigger != nil {
+		t.Fatalf("ran %s (trigger %+v), want the catch-up of slot %d", e.e.Fence, e.e.Trigger, slotOf(0))
+	}
+}
