@@ -122,3 +122,17 @@ func TestTriggerRefusedOnRabbitMQ(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }
+
+// trigger --wait with no instance to pick the trigger up gives up once the
+// pickup window after its slot is over: exit 1, saying so.
+func TestTriggerWaitNobody(t *testing.T) {
+	defer func(w time.Duration) { pickupWindow = w }(pickupWindow)
+	pickupWindow = 300 * time.Millisecond
+	dir := t.TempDir()
+	writeFile(t, dir, "c.yaml", "backend:\n  sqlite: {path: s.db}\n"+twoJobs, 0o644)
+	code, out, stderr := run(t, dir, "trigger", "--config", "c.yaml", "a", "--wait")
+	if code != 1 || !strings.HasPrefix(out, "job a: run asked for at slot ") ||
+		!regexp.MustCompile(`^anarchond: no instance picked up the trigger within 300ms \(slot \S+\): is anarchond running`).MatchString(stderr) {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}

@@ -37,6 +37,9 @@ const retryWrites = 5
 // a manual run or a retry: tr). It reports whether a retry follows: false
 // means the run's outcome is final.
 func (s *Scheduler) scheduleRetry(ctx context.Context, job config.Job, tr *claim.Trigger, slot int64, rep runner.Report) bool {
+	if j, ok := s.trig.job(job.Name); ok {
+		job = j // as configured: a manual run's claim had overlap allow
+	}
 	next, ok := s.retryPlan(job, tr, slot, rep)
 	if !ok {
 		return false

@@ -168,13 +168,13 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	}
 	s.health.log, s.health.clock, s.health.hooks = o.Log, o.Clock, &s.o.Hooks
 	s.leaser, _ = o.Backend.(claim.Leaser)
+	s.trig = newTriggers(entries, s.leaser != nil)
 	if b, ok := o.Backend.(claim.Batcher); ok && !o.Unbatched {
 		s.batch = newCoalescer(b)
 	}
 	s.prep = newPreparer(o.Backend)
 	s.notes = newNotes(o.Backend)
 	s.pauses = newPauses(o.Backend, o.ControlPoll)
-	s.trig = newTriggers(entries)
 	s.peers.log = o.Log
 	return s, nil
 }
@@ -831,7 +831,7 @@ func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answe
 	ex := runner.Execution{
 		Job: job, Fence: fence, Slot: c.req.SlotTime(), LeaseUntil: c.res.LeaseUntil, ClaimedAt: c.leaseStart,
 	}
-	if tr, ok := s.trig.of(job.Name, c.req.Slot); ok {
+	if tr, ok := s.triggerOf(job.Name, c.req.Slot); ok {
 		ex.Trigger = &tr
 	}
 	rep := s.o.Executor.Run(runCtx, ex)

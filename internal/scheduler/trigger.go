@@ -22,9 +22,12 @@ import (
 // retry claims with the job's overlap and is skipped (paused) while the
 // job is paused.
 
-// TriggerWindow is how long after its slot a trigger may be claimed: the
-// maxLate of its claim, when the job's is shorter. An instance that first
-// reads a trigger later than that leaves it alone.
+// TriggerWindow is how long after its slot a trigger may be claimed on a
+// lease store: the maxLate of its claim, when the job's is shorter. On a
+// claim-only store the job's maxLate is kept: the store's memory of a
+// claim was checked against it (docs/spec.md#s2), and a claim later than
+// that memory could win the run again. An instance that first reads a
+// trigger later than its window leaves it alone.
 const TriggerWindow = 30 * time.Second
 
 // triggers is this instance's handling of the triggers it read.
@@ -38,6 +41,8 @@ type triggers struct {
 	active map[trigKey]claim.Trigger
 	// jobs are the current jobs by name (New, Reload).
 	jobs map[string]*entry
+	// leases: the backend keeps leases (triggerMaxLate).
+	leases bool
 	// ctx, runCtx and wg are Run's, once bound.
 	ctx, runCtx context.Context
 	wg          *sync.WaitGroup
@@ -48,8 +53,8 @@ type trigKey struct {
 	slot int64
 }
 
-func newTriggers(entries []*entry) *triggers {
-	t := &triggers{handled: map[string]bool{}, active: map[trigKey]claim.Trigger{}}
+func newTriggers(entries []*entry, leases bool) *triggers {
+	t := &triggers{handled: map[string]bool{}, active: map[trigKey]claim.Trigger{}, leases: leases}
 	t.setJobs(entries)
 	return t
 }
@@ -81,6 +86,29 @@ func (t *triggers) of(job string, slot int64) (claim.Trigger, bool) {
 	return tr, ok
 }
 
+// job returns the crontab's job of that name, as configured.
+func (t *triggers) job(name string) (config.Job, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.jobs[name]
+	if !ok {
+		return config.Job{}, false
+	}
+	return e.job, true
+}
+
+// triggerOf returns the trigger that asked for the run (job, slot): the
+// one this instance picked up, or, for a run it took up otherwise (a run
+// adopted at start), the one of the job's control record as last read.
+func (s *Scheduler) triggerOf(job string, slot int64) (claim.Trigger, bool) {
+	if tr, ok := s.trig.of(job, slot); ok {
+		return tr, true
+	}
+	s.pauses.mu.RLock()
+	defer s.pauses.mu.RUnlock()
+	return s.pauses.byJob[job].TriggerOf(slot)
+}
+
 // dueTrigger is one trigger to pick up.
 type dueTrigger struct {
 	e  *entry
@@ -96,6 +124,7 @@ func (t *triggers) due(cs []claim.Control, all bool, now time.Time) []dueTrigger
 	if t.wg == nil || t.ctx.Err() != nil {
 		return nil
 	}
+	leases := t.leases
 	seen := map[string]bool{}
 	var out []dueTrigger
 	for _, c := range cs {
@@ -105,7 +134,7 @@ func (t *triggers) due(cs []claim.Control, all bool, now time.Time) []dueTrigger
 			switch {
 			case e == nil || t.handled[tr.ID] || now.UnixMilli() < tr.Due-ahead(e):
 				continue
-			case now.Sub(time.UnixMilli(tr.Due)) > TriggerWindow:
+			case now.Sub(time.UnixMilli(tr.Due)) > triggerMaxLate(e.job, leases):
 				seen[tr.ID] = true // too old: another instance ran it, or nobody could
 			default:
 				seen[tr.ID] = true
@@ -144,10 +173,18 @@ func (s *Scheduler) pickTriggers(cs []claim.Control, all bool) {
 	}
 }
 
-// triggerJob is job as a trigger's claim sees it: a maxLate of at least
-// TriggerWindow, and overlap allow for a manual run.
-func triggerJob(job config.Job, tr claim.Trigger) config.Job {
-	job.MaxLate = max(job.MaxLate, TriggerWindow)
+// triggerMaxLate is the maxLate of a trigger's claim (TriggerWindow).
+func triggerMaxLate(job config.Job, leases bool) time.Duration {
+	if !leases {
+		return job.MaxLate
+	}
+	return max(job.MaxLate, TriggerWindow)
+}
+
+// triggerJob is job as a trigger's claim sees it: its maxLate
+// (triggerMaxLate), and overlap allow for a manual run.
+func triggerJob(job config.Job, tr claim.Trigger, leases bool) config.Job {
+	job.MaxLate = triggerMaxLate(job, leases)
 	if tr.Kind == claim.TriggerManual {
 		job.Overlap = string(claim.OverlapAllow)
 	}
@@ -170,7 +207,7 @@ func (s *Scheduler) runTrigger(ctx, runCtx context.Context, job config.Job, tr c
 		delete(s.trig.active, key)
 		s.trig.mu.Unlock()
 	}()
-	j := triggerJob(job, tr)
+	j := triggerJob(job, tr, s.leaser != nil)
 	if s.holdBack(ctx, j, slot) != nil {
 		return
 	}
