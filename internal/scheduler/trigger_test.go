@@ -8,6 +8,7 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/runner"
+	"github.com/anarchon/anarchon/internal/schedule"
 )
 
 // yearly is a job whose schedule does not fire during a test.
@@ -183,5 +184,27 @@ func TestCatchUpSkipsTriggeredRuns(t *testing.T) {
 	h.start("a", j)
 	if e := h.next(); e.e.Fence.Slot != slotOf(0) || e.e.Trigger != nil {
 		t.Fatalf("ran %s (trigger %+v), want the catch-up of slot %d", e.e.Fence, e.e.Trigger, slotOf(0))
+	}
+}
+
+// A trigger's slot is never one of the schedule's nor another trigger's.
+func TestFreeSlot(t *testing.T) {
+	sc, err := schedule.Parse("* * * * * *", time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := t0.Truncate(time.Second).Add(time.Second).UnixMilli()
+	c := claim.Control{Job: "tick", Triggers: []claim.Trigger{manualAt(time.UnixMilli(whole + 1))}}
+	for _, tc := range []struct{ ms, want int64 }{
+		{whole - 5, whole - 5}, // free
+		{whole, whole + 2},     // a slot, then a trigger's
+		{whole + 1, whole + 2}, // a trigger's
+	} {
+		if got := FreeSlot(c, sc, tc.ms); got != tc.want {
+			t.Errorf("FreeSlot(%d) = %d, want %d", tc.ms, got, tc.want)
+		}
+	}
+	if got := FreeSlot(claim.Control{}, nil, whole); got != whole {
+		t.Errorf("with no schedule: FreeSlot(%d) = %d", whole, got)
 	}
 }
