@@ -175,6 +175,14 @@ type Run struct {
 	// HeldBy is, for a slot skipped for overlap, the slot (ms) of the run
 	// of the job that held it; 0 otherwise or when not known.
 	HeldBy int64
+	// Kind, RequestedBy and RetryOf say how a run asked for outside the
+	// schedule came about (docs/spec.md#s6-trigger): TriggerManual or
+	// TriggerRetry, who asked, and for a retry the slot it retries. No
+	// store keeps them: status fills them in from the jobs' control
+	// records; "" is a slot of the schedule.
+	Kind        string
+	RequestedBy string
+	RetryOf     int64
 }
 
 // SlotTime returns the slot as a time.Time in UTC.

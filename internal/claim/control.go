@@ -37,6 +37,9 @@ type Control struct {
 	Reason string
 	By     string
 	At     int64
+	// Triggers are the runs asked for outside the schedule (trigger.go),
+	// oldest first; written with the rest, under the same version.
+	Triggers []Trigger
 }
 
 // PausedAt reports whether c holds the slot at t: paused, and t before
@@ -66,6 +69,9 @@ func (c Control) Check() error {
 		return fmt.Errorf("control record of %s: reason of %d bytes (at most %d)", c.Job, len(c.Reason), MaxControlText)
 	case len(c.By) > MaxControlText:
 		return fmt.Errorf("control record of %s: by of %d bytes (at most %d)", c.Job, len(c.By), MaxControlText)
+	}
+	if err := checkTriggers(c.Triggers); err != nil {
+		return fmt.Errorf("control record of %s: %w", c.Job, err)
 	}
 	return nil
 }

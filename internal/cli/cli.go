@@ -103,7 +103,7 @@ func newRoot(env Env) *cobra.Command {
 		return usageError(fmt.Errorf("%w (see %s --help)", err, c.CommandPath()))
 	})
 	root.AddCommand(newRunCmd(env), newValidateCmd(env), newNextCmd(env), newStatusCmd(env), newVersionCmd(env),
-		newPauseCmd(env), newResumeCmd(env), newJobsCmd(env))
+		newPauseCmd(env), newResumeCmd(env), newJobsCmd(env), newTriggerCmd(env))
 	return root
 }
 

@@ -238,7 +238,7 @@ func TestStatusEmptyStore(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if want := "JOB  SLOT  STATUS  ATTEMPT  INSTANCE  STARTED  DURATION  EXIT\n"; out != want {
+	if want := "JOB  SLOT  STATUS  ATTEMPT  INSTANCE  STARTED  DURATION  EXIT  KIND\n"; out != want {
 		t.Errorf("stdout %q, want %q", out, want)
 	}
 }

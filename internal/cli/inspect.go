@@ -245,6 +245,7 @@ func newStatusCmd(env Env) *cobra.Command {
 				return runtimeError(fmt.Errorf("list runs: %w", err))
 			}
 			runs = filter.Keep(liveness(ctx, b, cfg, runs).Mark(runs))
+			runs = annotate(ctx, env, b, runs)
 			if asJSON {
 				err = status.WriteJSON(env.Stdout, runs)
 			} else {

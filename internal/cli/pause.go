@@ -53,7 +53,10 @@ func newPauseCmd(env Env) *cobra.Command {
 			if len(reason) > claim.MaxControlText {
 				return usageError(fmt.Errorf("--reason of %d bytes: at most %d", len(reason), claim.MaxControlText))
 			}
-			return writeControl(c.Context(), env, &cf, args[0], func(claim.Control) (claim.Control, bool) { return p, true })
+			return writeControl(c.Context(), env, &cf, args[0], func(cur claim.Control) (claim.Control, bool) {
+				p.Triggers = cur.Triggers // a pause keeps the runs asked for
+				return p, true
+			})
 		},
 	}
 	cf.register(c, env)
@@ -74,6 +77,7 @@ func newResumeCmd(env Env) *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			r := claim.Control{Job: args[0], By: caller(env), At: clock.Real{}.Now().UnixMilli()}
 			return writeControl(c.Context(), env, &cf, args[0], func(cur claim.Control) (claim.Control, bool) {
+				r.Triggers = cur.Triggers
 				return r, cur.Paused
 			})
 		},
@@ -187,7 +191,7 @@ func (w controlWriter) read(ctx context.Context, job string) (claim.Control, err
 func describeControl(c claim.Control, now time.Time) string {
 	var s string
 	switch {
-	case c.Version == 0:
+	case c.Version == 0, !c.Paused && c.At == 0:
 		return "not paused"
 	case c.PausedAt(now) && c.Until == 0:
 		s = "paused until resumed"

@@ -146,6 +146,9 @@ type Job struct {
 	// PerInstance runs the job on every instance that schedules it, once
 	// per slot each: its runs are claimed under the key Job.Key.
 	PerInstance bool
+	// Retry says how a failed or timed-out run is run again
+	// (docs/spec.md#s6-retry); Attempts 0: never.
+	Retry Retry
 
 	Line  int // the line of the job's entry in File
 	Index int // the job's position in jobs, from 0

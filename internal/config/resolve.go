@@ -365,6 +365,7 @@ type policy struct {
 	onMissed     setting[string]
 	hookTimeout  setting[int64]
 	jitter       setting[int64]
+	retry        retryPolicy
 }
 
 // DefaultClaimAheadMs is the built-in claimAheadMs of backendType: its
@@ -396,6 +397,7 @@ func builtinPolicy(b *Backend) policy {
 		shell:       def(defaultShell),
 		outputTail:  def[int64](defaultOutputTailBytes),
 		hookTimeout: def[int64](defaultHookTimeoutMs),
+		retry:       builtinRetry(),
 	}
 }
 
@@ -433,6 +435,7 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	pol.onMissed = get(p, vals, prefix+"onMissed", base.onMissed, p.asString, nil)
 	pol.hookTimeout = get(p, vals, prefix+"hookTimeoutMs", base.hookTimeout, p.asInt, store.Millis(1))
 	pol.jitter = get(p, vals, prefix+"jitterMs", base.jitter, p.asInt, store.Millis(0))
+	pol.retry = p.resolveRetry(vals, prefix, base.retry)
 	return pol
 }
 
@@ -567,6 +570,7 @@ func (p *parser) resolve() *Config {
 	// Defaults, then jobs.
 	defaults := p.resolvePolicy(vals, "defaults.", builtinPolicy(b))
 	p.claimAheadOf(defaults, p.heartbeatOf(defaults, false), false)
+	p.retryOf(defaults.retry, false)
 	p.claimSpreadOf(defaults, false)
 	var infos []jobInfo
 	names := map[string]*value{}
@@ -583,6 +587,7 @@ func (p *parser) resolve() *Config {
 	p.checkRetention(retention, infos)
 	p.checkClaimOnly(b, typ, infos)
 	p.checkOverlap(b, infos)
+	p.checkRetry(typ.val, infos)
 
 	if cfg.Instance == "" {
 		cfg.Instance = p.defaultInstance()
@@ -662,6 +667,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.Jitter = time.Duration(pol.jitter.val) * time.Millisecond
 	j.Tags = get(p, vals, "tags", setting[[]string]{}, p.asStrings, checkTags).val
 	j.PerInstance = get(p, vals, "perInstance", def(false), p.asBool, nil).val
+	j.Retry = p.retryOf(pol.retry, true)
 
 	info := jobInfo{name: rj.name, pol: pol}
 	sched := str("schedule", func(s string) string {

@@ -56,6 +56,11 @@ var defaultsSpecs = []*spec{
 	{key: "onMissed", kind: kindString},
 	{key: "hookTimeoutMs", kind: kindInt},
 	{key: "jitterMs", kind: kindInt},
+	{key: "retry", kind: kindMap, children: []*spec{
+		{key: "attempts", kind: kindInt},
+		{key: "backoffMs", kind: kindInt},
+		{key: "maxBackoffMs", kind: kindInt},
+	}},
 }
 
 // jobSpecs are the keys of one entry of "jobs".

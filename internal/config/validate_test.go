@@ -191,6 +191,12 @@ var errorCases = []struct {
 		}},
 	{name: "overlap skip on redis stream-id", yaml: "backend:\n  type: redis\n  redis:\n    strategy: stream-id\njobs:\n" + job("a") + "    overlap: skip\n",
 		want: []string{`9:jobs[0].overlap:overlap: skip cannot be enforced on backend redis stream-id (redis://127.0.0.1:6379/0)`}},
+	{name: "retry attempts out of range", yaml: "defaults:\n  retry: {attempts: -1}\njobs:\n" + job("a") + "    retry:\n      attempts: 11\n",
+		want: []string{`2:defaults.retry.attempts:-1`, `8:jobs[0].retry.attempts:11`}},
+	{name: "retry backoff above its cap", yaml: "jobs:\n" + job("a") + "    retry: {attempts: 2, backoffMs: 5000, maxBackoffMs: 100}\n",
+		want: []string{`5:jobs[0].retry.maxBackoffMs:retry.maxBackoffMs 100 is less than retry.backoffMs 5000`}},
+	{name: "retry on rabbitmq", yaml: "backend:\n  type: rabbitmq\njobs:\n" + job("a") + "    overlap: allow\n    retry: {attempts: 2}\n",
+		want: []string{`8:jobs[0].retry.attempts:retry cannot be used on backend rabbitmq: a retry is a run asked for through the job's control record`}},
 	{name: "catch-up not a policy", yaml: "defaults:\n  catchUp: oldest\njobs:\n" + job("a") + "    catchUp: All\n" + job("b") + "    catchUp: 3\n",
 		want: []string{
 			`2:defaults.catchUp:must be one of none, latest, all; not "oldest"`,

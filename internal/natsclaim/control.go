@@ -16,7 +16,8 @@ import (
 
 // The jobs' control records (docs/spec.md#s6-control) are the entries of a
 // JetStream key-value bucket, <stream>_CONTROL, with the key
-// <namespace>.<job> and a JSON value (paused, until, reason, by, at); a
+// <namespace>.<job> and a JSON value (paused, until, reason, by, at,
+// triggers); a
 // record's version is the entry's revision. A write is the bucket's
 // compare and set: Create for a job's first record (refused when the key
 // exists), Update at the previous revision (Nats-Expected-Last-Subject-
@@ -45,6 +46,8 @@ type controlValue struct {
 	Reason string `json:"reason,omitempty"`
 	By     string `json:"by,omitempty"`
 	At     int64  `json:"at"`
+	// Triggers: docs/spec.md#s6-trigger; absent for none.
+	Triggers []claim.Trigger `json:"triggers,omitempty"`
 }
 
 // ControlBucket is the name of the control records' bucket of a stream.
@@ -138,7 +141,7 @@ func (b *Backend) parseControl(e jetstream.KeyValueEntry) (claim.Control, error)
 	}
 	return claim.Control{
 		Job: strings.TrimPrefix(e.Key(), b.ns+"."), Version: int64(e.Revision()),
-		Paused: v.Paused, Until: v.Until, Reason: v.Reason, By: v.By, At: v.At,
+		Paused: v.Paused, Until: v.Until, Reason: v.Reason, By: v.By, At: v.At, Triggers: v.Triggers,
 	}, nil
 }
 
@@ -160,7 +163,7 @@ func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion i
 	if err != nil {
 		return claim.Control{}, fmt.Errorf("set control of %s: %w", c.Job, err)
 	}
-	data, err := json.Marshal(controlValue{Paused: c.Paused, Until: c.Until, Reason: c.Reason, By: c.By, At: c.At})
+	data, err := json.Marshal(controlValue{Paused: c.Paused, Until: c.Until, Reason: c.Reason, By: c.By, At: c.At, Triggers: c.Triggers})
 	if err != nil {
 		return claim.Control{}, fmt.Errorf("set control of %s: %w", c.Job, err)
 	}
@@ -177,6 +180,9 @@ func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion i
 		return claim.Control{}, controlRefusal(fmt.Errorf("set control of %s: %w", c.Job, err), kv.Bucket())
 	}
 	c.Version = int64(rev)
+	if len(c.Triggers) == 0 {
+		c.Triggers = nil
+	}
 	return c, nil
 }
 

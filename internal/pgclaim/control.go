@@ -34,22 +34,28 @@ const controlV6 = `	CREATE TABLE {{control}} (
 	);
 `
 
+// controlV7 is schema migration 7: the record's triggers
+// (docs/spec.md#s6-trigger), claim.EncodeTriggers's JSON text (” for
+// none), written with the rest of the record.
+const controlV7 = `	ALTER TABLE {{control}} ADD COLUMN triggers text NOT NULL DEFAULT '';
+`
+
 // SQL of the control records.
 const (
-	controlColumns = `job, version, paused, until_ms, reason, set_by, set_at`
+	controlColumns = `job, version, paused, until_ms, reason, set_by, set_at, triggers`
 
 	listControlSQL = `SELECT ` + controlColumns + ` FROM {{control}}`
 
 	// insertControlSQL writes a job's first record.
 	insertControlSQL = `INSERT INTO {{control}} AS c (` + controlColumns + `)
-		VALUES ($1, 1, $2, $3, $4, $5, $6)
+		VALUES ($1, 1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (job) DO NOTHING
 		RETURNING ` + controlColumns
 
-	// updateControlSQL writes a record over the one at version $7.
+	// updateControlSQL writes a record over the one at version $8.
 	updateControlSQL = `UPDATE {{control}} AS c SET version = c.version + 1, paused = $2, until_ms = $3,
-		reason = $4, set_by = $5, set_at = $6
-		WHERE c.job = $1 AND c.version = $7
+		reason = $4, set_by = $5, set_at = $6, triggers = $7
+		WHERE c.job = $1 AND c.version = $8
 		RETURNING ` + controlColumns
 )
 
@@ -71,7 +77,11 @@ func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion i
 	if err := c.Check(); err != nil {
 		return claim.Control{}, err
 	}
-	args := []any{c.Job, c.Paused, c.Until, cleanText(c.Reason), cleanText(c.By), c.At}
+	trig, err := claim.EncodeTriggers(c.Triggers)
+	if err != nil {
+		return claim.Control{}, fmt.Errorf("set control of %s: %w", c.Job, err)
+	}
+	args := []any{c.Job, c.Paused, c.Until, cleanText(c.Reason), cleanText(c.By), c.At, cleanText(trig)}
 	query := insertControlSQL
 	if prevVersion != 0 {
 		query, args = updateControlSQL, append(args, prevVersion)
@@ -92,7 +102,14 @@ func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion i
 
 // scanControl reads the columns of controlColumns.
 func scanControl(row pgx.CollectableRow) (claim.Control, error) {
-	var c claim.Control
-	err := row.Scan(&c.Job, &c.Version, &c.Paused, &c.Until, &c.Reason, &c.By, &c.At)
+	var (
+		c    claim.Control
+		trig string
+	)
+	if err := row.Scan(&c.Job, &c.Version, &c.Paused, &c.Until, &c.Reason, &c.By, &c.At, &trig); err != nil {
+		return c, err
+	}
+	var err error
+	c.Triggers, err = claim.DecodeTriggers(trig)
 	return c, err
 }

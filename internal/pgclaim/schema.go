@@ -342,6 +342,11 @@ var migrations = []string{
 	// compare-and-set statement on version. A new table: instances of
 	// version 5 still running during an upgrade never touch it.
 	controlV6,
+	// 7: the control records' triggers (control.go): one column with a
+	// constant default, so adding it rewrites no row and the records of
+	// version 6 read as having none; instances of version 6 still running
+	// during an upgrade name their columns and keep working.
+	controlV7,
 }
 
 // notesV5 is the table change of migration 5.

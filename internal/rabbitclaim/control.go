@@ -15,6 +15,7 @@ var _ claim.NoController = (*Backend)(nil)
 // good; one that drops its head lets a second writer overwrite the first
 // unseen; a stream keeps every write in order but cannot refuse a stale
 // one, so a write that lost would already be half-done.
-func (*Backend) WhyNoControl() string {
-	return "a queue cannot be read without taking its messages, nor a publish made conditional on what it holds, so there is no record to compare and set: edit the crontab on every host instead"
-}
+func (*Backend) WhyNoControl() string { return whyNoControl }
+
+// whyNoControl is WhyNoControl's answer, and the driver's NoControl.
+const whyNoControl = "a queue cannot be read without taking its messages, nor a publish made conditional on what it holds, so there is no record to compare and set: edit the crontab on every host instead"

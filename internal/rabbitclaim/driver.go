@@ -33,8 +33,9 @@ const (
 
 func init() {
 	store.Register(store.Driver{
-		Name:    "rabbitmq",
-		Summary: "RabbitMQ: claim-only, one gate queue per run that remembers its claim for slotTtlMs",
+		Name:      "rabbitmq",
+		NoControl: whyNoControl,
+		Summary:   "RabbitMQ: claim-only, one gate queue per run that remembers its claim for slotTtlMs",
 		Keys: []store.Key{
 			{Name: "url", Kind: store.String, Secret: true},
 			{Name: "passwordFile", Kind: store.String},

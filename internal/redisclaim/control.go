@@ -14,7 +14,8 @@ import (
 
 // The jobs' control records (docs/spec.md#s6-control), on every strategy:
 //
-//	{<ns>:<job>}:control  hash  version, paused, until, reason, by, at
+//	{<ns>:<job>}:control  hash  version, paused, until, reason, by, at,
+//	                            triggers (claim.EncodeTriggers's JSON text)
 //	<ns>:controls         set   the names of the jobs that have one
 //
 // A write is one script on the job's hash (lua/control_set.lua) that
@@ -122,6 +123,10 @@ func parseControl(job string, h map[string]string) (claim.Control, error) {
 		}
 		*f.to = v
 	}
+	var err error
+	if c.Triggers, err = claim.DecodeTriggers(h["triggers"]); err != nil {
+		return claim.Control{}, fmt.Errorf("field triggers: %w", err)
+	}
 	return c, nil
 }
 
@@ -140,8 +145,12 @@ func (k controls) set(ctx context.Context, c claim.Control, prevVersion int64) (
 	if c.Paused {
 		paused = "1"
 	}
+	trig, err := claim.EncodeTriggers(c.Triggers)
+	if err != nil {
+		return claim.Control{}, fmt.Errorf("set control of %s: %w", c.Job, err)
+	}
 	res, err := controlSet.Run(ctx, k.c, []string{k.key(c.Job)},
-		prevVersion, paused, c.Until, c.Reason, c.By, c.At).Int64Slice()
+		prevVersion, paused, c.Until, c.Reason, c.By, c.At, trig).Int64Slice()
 	switch {
 	case err != nil:
 		return claim.Control{}, fmt.Errorf("set control of %s: %w", c.Job, err)
@@ -151,5 +160,8 @@ func (k controls) set(ctx context.Context, c claim.Control, prevVersion int64) (
 		return claim.Control{}, fmt.Errorf("set control of %s at version %d (stored %d): %w", c.Job, prevVersion, res[1], claim.ErrConflict)
 	}
 	c.Version = res[1]
+	if len(c.Triggers) == 0 {
+		c.Triggers = nil
+	}
 	return c, nil
 }

@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/supervise"
 )
@@ -131,10 +133,20 @@ func (r *Runner) environ(e Execution, id identity) []string {
 		env = setenv(env, k, e.Job.Env[k])
 	}
 	slot, ms := slotOf(e)
+	kind, attempt := "scheduled", e.Fence.Attempt
+	if t := e.Trigger; t != nil {
+		// docs/spec.md#s6-trigger: a retry carries the slot it retries,
+		// and counts its attempts on from that run's.
+		kind, attempt = t.Kind, attempt+t.Attempt-1
+		if t.Kind == claim.TriggerRetry && t.Of != 0 {
+			slot, ms = time.UnixMilli(t.Of).UTC(), t.Of
+		}
+	}
 	env = setenv(env, "ANARCHON_JOB", jobName(e))
 	env = setenv(env, "ANARCHON_SLOT", slotString(slot))
 	env = setenv(env, "ANARCHON_SLOT_MS", strconv.FormatInt(ms, 10))
-	env = setenv(env, "ANARCHON_ATTEMPT", strconv.Itoa(e.Fence.Attempt))
+	env = setenv(env, "ANARCHON_ATTEMPT", strconv.Itoa(attempt))
+	env = setenv(env, "ANARCHON_KIND", kind)
 	env = setenv(env, "ANARCHON_TOKEN", string(e.Fence.Token))
 	env = setenv(env, "ANARCHON_INSTANCE", r.Instance)
 	return env

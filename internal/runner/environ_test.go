@@ -61,12 +61,19 @@ func TestEnvironment(t *testing.T) {
 	if os.Geteuid() == 0 {
 		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
+	// A retry's run is at its own slot; the job sees the slot retried,
+	// and the attempts counted on from it (docs/spec.md#s6-trigger).
+	retry := &claim.Trigger{ID: "r", Kind: claim.TriggerRetry, Slot: testSlot.Add(time.Minute).UnixMilli(),
+		Of: testSlot.UnixMilli(), Attempt: 3, Due: 1}
 	for _, tc := range []struct {
-		name, slot string
-		at         time.Time
+		name, slot    string
+		at, seen      time.Time // the run's slot; the slot the job sees
+		trigger       *claim.Trigger
+		kind, attempt string
 	}{
-		{"whole second", "2027-03-28T01:00:00Z", testSlot},
-		{"milliseconds", "2027-03-28T01:00:00.250Z", testSlot.Add(250 * time.Millisecond)},
+		{"whole second", "2027-03-28T01:00:00Z", testSlot, testSlot, nil, "scheduled", "2"},
+		{"milliseconds", "2027-03-28T01:00:00.250Z", testSlot.Add(250 * time.Millisecond), testSlot.Add(250 * time.Millisecond), nil, "scheduled", "2"},
+		{"retry", "2027-03-28T01:00:00Z", testSlot.Add(time.Minute), testSlot, retry, "retry", "4"},
 	} {
 		for _, guarded := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/guard=%v", tc.name, guarded), func(t *testing.T) {
@@ -85,7 +92,7 @@ func TestEnvironment(t *testing.T) {
 				// check was bypassed.
 				job.InheritEnv = []string{"BASE_ONLY", "SHARED", "NOT_SET", "ANARCHON_BACKEND_REDIS_URL"}
 				e := execution(job)
-				e.Slot, e.Fence.Slot = tc.at, tc.at.UnixMilli()
+				e.Slot, e.Fence.Slot, e.Trigger = tc.at, tc.at.UnixMilli(), tc.trigger
 				got := map[string]string{}
 				for _, line := range strings.Split(strings.TrimSpace(runOutput(t, r, s, e)), "\n") {
 					k, v, _ := strings.Cut(line, "=")
@@ -98,8 +105,9 @@ func TestEnvironment(t *testing.T) {
 					"JOB_ONLY":          "j",
 					"ANARCHON_JOB":      "envjob",
 					"ANARCHON_SLOT":     tc.slot,
-					"ANARCHON_SLOT_MS":  strconv.FormatInt(tc.at.UnixMilli(), 10),
-					"ANARCHON_ATTEMPT":  "2",
+					"ANARCHON_SLOT_MS":  strconv.FormatInt(tc.seen.UnixMilli(), 10),
+					"ANARCHON_ATTEMPT":  tc.attempt,
+					"ANARCHON_KIND":     tc.kind,
 					"ANARCHON_TOKEN":    string(testToken),
 					"ANARCHON_INSTANCE": "test-1",
 				}

@@ -155,6 +155,10 @@ type Execution struct {
 	// was first sent. The lease is counted from it, which is conservative: the
 	// store started the lease after that. Zero: the time Run starts.
 	ClaimedAt time.Time
+	// Trigger is the trigger of a run asked for outside the schedule
+	// (docs/spec.md#s6-trigger): a manual run or a retry; nil for a
+	// slot of the schedule.
+	Trigger *claim.Trigger
 }
 
 // Report is the outcome of Run.

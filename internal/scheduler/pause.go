@@ -130,6 +130,7 @@ func (s *Scheduler) readControls(ctx context.Context) {
 			s.o.Log.Info("read the jobs' pauses from the store again")
 		}
 		p.set(cs)
+		s.pickTriggers(cs, true)
 	}
 	s.reportPauses(s.o.Clock.Now())
 }

@@ -129,6 +129,8 @@ type Scheduler struct {
 	pauses *pauses
 	// hooks starts the jobs' hooks (hooks.go).
 	hooks *hooks
+	// trig picks up the runs asked for outside the schedule (trigger.go).
+	trig *triggers
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -168,6 +170,7 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	}
 	s.health.log, s.health.clock, s.health.hooks = o.Log, o.Clock, &s.o.Hooks
 	s.leaser, _ = o.Backend.(claim.Leaser)
+	s.trig = newTriggers(entries, s.leaser != nil)
 	if b, ok := o.Backend.(claim.Batcher); ok && !o.Unbatched {
 		s.batch = newCoalescer(b)
 	}
@@ -207,6 +210,7 @@ func (s *Scheduler) Reload(ctx context.Context, jobs []config.Job) error {
 	}
 	select {
 	case s.reload <- entries:
+		s.trig.setJobs(entries)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -229,6 +233,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if s.notes.rec != nil {
 		wg.Go(func() { s.recordNotes(ctx) })
 	}
+	s.trig.bind(ctx, runCtx, &wg)
 	if s.pauses.ctl != nil {
 		first := s.o.Clock.Now()
 		s.readControls(ctx) // before the first slot is dispatched
@@ -849,11 +854,17 @@ func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answe
 	e := runner.Execution{
 		Job: named, Fence: fence, Slot: c.req.SlotTime(), LeaseUntil: c.res.LeaseUntil, ClaimedAt: c.leaseStart,
 	}
+	if tr, ok := s.triggerOf(job.Name, c.req.Slot); ok {
+		e.Trigger = &tr
+	}
 	rep := s.o.Executor.Run(runCtx, e)
 	if s.o.Hooks.Finished != nil {
 		s.o.Hooks.Finished(named.Name, c.req.SlotTime(), rep)
 	}
-	s.afterRun(named, e, rep)
+	if !s.scheduleRetry(ctx, job, e.Trigger, c.req.Slot, rep) {
+		// The outcome is final: no retry follows.
+		s.afterRun(named, e, rep)
+	}
 	return rep.Recorded || ctx.Err() != nil
 }
 

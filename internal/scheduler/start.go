@@ -113,7 +113,10 @@ func (st *starter) forget() { clear(st.held) }
 // decide acts on the store's answer about one job: a held job is scheduled
 // from its plan's first slot, and the slots not run are counted.
 func (st *starter) decide(h *slotHeap, r startRead) {
-	newest, known := newestAtOrBefore(r.runs, st.start, startScan)
+	// The runs that triggers asked for are not where the schedule left
+	// off (trigger.go).
+	runs := st.s.withoutTriggered(r.e.job.Name, r.runs)
+	newest, known := newestAtOrBefore(runs, st.start, startScan-(len(r.runs)-len(runs)))
 	if !known {
 		st.s.o.Log.Warn("slots before the start not counted: every run read was claimed after the start",
 			zap.String("job", r.e.job.Name), zap.Int("runs", len(r.runs)), zap.Time("start", st.start))

@@ -30,21 +30,26 @@ const controlV3 = `CREATE TABLE control (
 		set_at   INTEGER NOT NULL DEFAULT 0      -- ms, the writer's clock
 	);`
 
+// controlV4 is schema migration 4: the record's triggers
+// (docs/spec.md#s6-trigger), claim.EncodeTriggers's JSON text (” for
+// none), written with the rest of the record.
+const controlV4 = `ALTER TABLE control ADD COLUMN triggers TEXT NOT NULL DEFAULT '';`
+
 // SQL of the control records.
 const (
-	controlColumns = `job, version, paused, until_ms, reason, set_by, set_at`
+	controlColumns = `job, version, paused, until_ms, reason, set_by, set_at, triggers`
 
 	listControlSQL = `SELECT ` + controlColumns + ` FROM control`
 
 	// insertControlSQL writes a job's first record.
 	insertControlSQL = `INSERT INTO control (` + controlColumns + `)
-		VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6)
+		VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6, ?8)
 		ON CONFLICT (job) DO NOTHING
 		RETURNING ` + controlColumns
 
 	// updateControlSQL writes a record over the one at version ?7.
 	updateControlSQL = `UPDATE control SET version = version + 1, paused = ?2, until_ms = ?3,
-		reason = ?4, set_by = ?5, set_at = ?6
+		reason = ?4, set_by = ?5, set_at = ?6, triggers = ?8
 		WHERE job = ?1 AND version = ?7
 		RETURNING ` + controlColumns
 )
@@ -81,10 +86,14 @@ func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion i
 		return claim.Control{}, fmt.Errorf("set control of %s: %w", c.Job, err)
 	}
 	defer b.unlockWrite()
-	args := []any{c.Job, c.Paused, c.Until, c.Reason, c.By, c.At}
+	trig, err := claim.EncodeTriggers(c.Triggers)
+	if err != nil {
+		return claim.Control{}, fmt.Errorf("set control of %s: %w", c.Job, err)
+	}
+	args := []any{c.Job, c.Paused, c.Until, c.Reason, c.By, c.At, prevVersion, trig}
 	query := insertControlSQL
 	if prevVersion != 0 {
-		query, args = updateControlSQL, append(args, prevVersion)
+		query = updateControlSQL
 	}
 	got, err := scanControl(b.db.QueryRowContext(ctx, query, args...))
 	switch {
@@ -101,7 +110,14 @@ type scanner interface{ Scan(dest ...any) error }
 
 // scanControl reads the columns of controlColumns.
 func scanControl(s scanner) (claim.Control, error) {
-	var c claim.Control
-	err := s.Scan(&c.Job, &c.Version, &c.Paused, &c.Until, &c.Reason, &c.By, &c.At)
+	var (
+		c    claim.Control
+		trig string
+	)
+	if err := s.Scan(&c.Job, &c.Version, &c.Paused, &c.Until, &c.Reason, &c.By, &c.At, &trig); err != nil {
+		return c, err
+	}
+	var err error
+	c.Triggers, err = claim.DecodeTriggers(trig)
 	return c, err
 }

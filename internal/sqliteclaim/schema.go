@@ -55,6 +55,9 @@ var migrations = []string{
 	// row per job an operator paused or resumed, written whole by one
 	// compare-and-set statement on version.
 	controlV3,
+	// 4: the control records' triggers (control.go): one column with a
+	// constant default, so the records of version 3 read as having none.
+	controlV4,
 }
 
 // SQL of the migration machinery.

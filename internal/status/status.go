@@ -40,6 +40,12 @@ type Record struct {
 	// HeldBySlotMs is, for a slot skipped for overlap, the slot of the
 	// run that held the job (null when not known, and for the others).
 	HeldBySlotMs *int64 `json:"held_by_slot_ms"`
+	// Kind is scheduled, manual (anarchond trigger) or retry; RequestedBy
+	// who asked for a manual run or a retry (null for a scheduled one);
+	// RetryOfSlotMs the slot a retry retries (null for the others).
+	Kind          string  `json:"kind"`
+	RequestedBy   *string `json:"requested_by"`
+	RetryOfSlotMs *int64  `json:"retry_of_slot_ms"`
 }
 
 // RecordOf converts a run, sanitising its strings: the output tail keeps
@@ -56,6 +62,16 @@ func RecordOf(r claim.Run) Record {
 		ExitCode:   r.ExitCode,
 		OutputTail: sanitize.Text(r.OutputTail),
 		Reason:     sanitize.Line(r.Reason),
+		Kind:       KindScheduled,
+	}
+	if r.Kind != "" {
+		rec.Kind = sanitize.Line(r.Kind)
+		by := sanitize.Line(r.RequestedBy)
+		rec.RequestedBy = &by
+	}
+	if r.RetryOf != 0 {
+		o := r.RetryOf
+		rec.RetryOfSlotMs = &o
 	}
 	if r.HeldBy != 0 {
 		h := r.HeldBy
@@ -88,7 +104,7 @@ func WriteJSON(w io.Writer, runs []claim.Run) error {
 // WriteTable prints the runs as an aligned table with a header.
 func WriteTable(w io.Writer, runs []claim.Run) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSLOT\tSTATUS\tATTEMPT\tINSTANCE\tSTARTED\tDURATION\tEXIT")
+	fmt.Fprintln(tw, "JOB\tSLOT\tSTATUS\tATTEMPT\tINSTANCE\tSTARTED\tDURATION\tEXIT\tKIND")
 	for _, r := range runs {
 		rec := RecordOf(r)
 		started, dur, exit := "-", "-", "-"
@@ -101,8 +117,8 @@ func WriteTable(w io.Writer, runs []claim.Run) error {
 		if r.ExitCode != nil {
 			exit = strconv.Itoa(*r.ExitCode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
-			rec.Job, rec.Slot, statusCell(rec), rec.Attempt, rec.Instance, started, dur, exit)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
+			rec.Job, rec.Slot, statusCell(rec), rec.Attempt, rec.Instance, started, dur, exit, kindCell(rec))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write status: %w", err)
@@ -174,4 +190,16 @@ func (f Filter) Keep(runs []claim.Run) []claim.Run {
 		return runs
 	}
 	return slices.DeleteFunc(runs, func(r claim.Run) bool { return !slices.Contains(f.Outcomes, r.Status) })
+}
+
+// kindCell is the KIND column: scheduled; manual and who asked; retry and
+// the slot it retries.
+func kindCell(rec Record) string {
+	switch {
+	case rec.RetryOfSlotMs != nil:
+		return "retry of " + time.UnixMilli(*rec.RetryOfSlotMs).UTC().Format(time.RFC3339Nano)
+	case rec.RequestedBy != nil && *rec.RequestedBy != "":
+		return rec.Kind + " by " + *rec.RequestedBy
+	}
+	return rec.Kind
 }

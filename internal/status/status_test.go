@@ -71,9 +71,9 @@ func TestWriteTable(t *testing.T) {
 	if err := WriteTable(&buf, sampleRuns()); err != nil {
 		t.Fatal(err)
 	}
-	want := `JOB   SLOT                  STATUS     ATTEMPT  INSTANCE  STARTED                   DURATION  EXIT
-sync  2027-03-28T01:00:10Z  running    2        web-1     2027-03-28T01:00:00.120Z  -         -
-sync  2027-03-28T01:00:00Z  succeeded  1        web-2     2027-03-28T01:00:00.120Z  1.5s      0
+	want := `JOB   SLOT                  STATUS     ATTEMPT  INSTANCE  STARTED                   DURATION  EXIT  KIND
+sync  2027-03-28T01:00:10Z  running    2        web-1     2027-03-28T01:00:00.120Z  -         -     scheduled
+sync  2027-03-28T01:00:00Z  succeeded  1        web-2     2027-03-28T01:00:00.120Z  1.5s      0     scheduled
 `
 	if buf.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", buf.String(), want)

@@ -46,6 +46,10 @@ type Driver struct {
 	// it to appear (a path that cannot be opened will not heal); a store
 	// reached over the network is retried until it answers.
 	Local bool
+	// NoControl, when not "", says why the store keeps no control records
+	// (claim.NoController): the crontab loader refuses the settings that
+	// need them (retry), with this reason.
+	NoControl string
 	// Open connects, checks the store's version and settings, and
 	// migrates its schema where it has one.
 	Open func(ctx context.Context, p OpenParams) (claim.Backend, error)

@@ -58,7 +58,7 @@ func wantConflict(t *testing.T, err error, what string) {
 func wantSame(t *testing.T, got, want claim.Control, what string) {
 	t.Helper()
 	want.Version = got.Version
-	if got != want {
+	if !got.Same(want) {
 		t.Fatalf("%s:\n got  %+v\n want %+v", what, got, want)
 	}
 }
@@ -214,7 +214,7 @@ func (s *suite) testControlRace(t *testing.T) {
 			t.Fatalf("round %d: no writer won version %d: %v", round, prev, errs)
 		}
 		got := controlOf(ctx, t, b, job)
-		if got != recs[won] {
+		if !got.Same(recs[won]) {
 			t.Fatalf("round %d: read back %+v, the winner wrote %+v", round, got, recs[won])
 		}
 		prev = got.Version
@@ -238,5 +238,61 @@ func (s *suite) exerciseControl(t *testing.T, probe claim.Backend) {
 		s.run(t, "Resume", s.testControlResume)
 		s.run(t, "JobsApart", s.testControlJobsApart)
 		s.run(t, "Race", s.testControlRace)
+		s.run(t, "Triggers", s.testControlTriggers)
 	})
+}
+
+// triggerOf is a trigger of the run at slot.
+func triggerOf(kind string, slot int64, attempt int) claim.Trigger {
+	t := claim.Trigger{
+		ID: string(claim.NewToken()), Kind: kind, Slot: slot, Attempt: attempt, Due: slot,
+		By: "op \"quoted\" été@host", At: time.Now().UnixMilli(),
+	}
+	if kind == claim.TriggerRetry {
+		t.Of = slot - 1500
+	}
+	return t
+}
+
+// testControlTriggers: a record's triggers (docs/spec.md#s6-trigger) are
+// written and read back with the rest of it, a trigger added at a stale
+// version is refused like any write, and a pause written over the record
+// with its triggers keeps them.
+func (s *suite) testControlTriggers(t *testing.T) {
+	ctx, b := s.ctx(t), s.h.New(t)
+	job := newJob("triggered")
+	now := time.Now().UnixMilli()
+	first := claim.Control{Job: job}.WithTrigger(triggerOf(claim.TriggerManual, now, 1), 0)
+	v1 := mustSet(ctx, t, b, first, 0, "a record holding a trigger only")
+	got := controlOf(ctx, t, b, job)
+	wantSame(t, got, first, "the trigger read back")
+	if tr, ok := got.TriggerOf(now); !ok || tr != first.Triggers[0] {
+		t.Fatalf("TriggerOf(%d) = %+v, %v; want %+v", now, tr, ok, first.Triggers[0])
+	}
+	// Two writers add a trigger each at the version both read: one wins.
+	a := got.WithTrigger(triggerOf(claim.TriggerRetry, now+2000, 2), 0)
+	z := got.WithTrigger(triggerOf(claim.TriggerManual, now+3000, 1), 0)
+	v2 := mustSet(ctx, t, b, a, v1.Version, "the retry added at the current version")
+	_, err := controller(t, b).SetControl(ctx, z, v1.Version)
+	wantConflict(t, err, "a trigger added at a stale version")
+	got = controlOf(ctx, t, b, job)
+	wantSame(t, got, a, "after the refused write, the winner's triggers")
+	if len(got.Triggers) != 2 || got.Triggers[1].Of != now+500 || got.Triggers[1].Attempt != 2 {
+		t.Fatalf("want the manual run and its retry (of %d, attempt 2), got %+v", now+500, got.Triggers)
+	}
+	// The loser reads again and adds its trigger over the winner's.
+	z = got.WithTrigger(z.Triggers[len(z.Triggers)-1], 0)
+	v3 := mustSet(ctx, t, b, z, v2.Version, "the loser's trigger, read again")
+	p := pauseOf(job, "paused with triggers pending")
+	p.Triggers = v3.Triggers
+	mustSet(ctx, t, b, p, v3.Version, "a pause that carries the triggers over")
+	got = controlOf(ctx, t, b, job)
+	wantSame(t, got, p, "the pause read back")
+	if len(got.Triggers) != 3 {
+		t.Fatalf("the pause kept %d triggers, want 3: %+v", len(got.Triggers), got.Triggers)
+	}
+	bad := got.WithTrigger(claim.Trigger{ID: "x", Kind: "cron", Slot: now, Attempt: 1, Due: now}, 0)
+	if _, err := controller(t, b).SetControl(ctx, bad, got.Version); err == nil || errors.Is(err, claim.ErrConflict) {
+		t.Fatalf("a trigger of an unknown kind: want a refusal, got %v", err)
+	}
 }

@@ -3,6 +3,7 @@ package memclaim
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/anarchon/anarchon/internal/claim"
 )
@@ -19,6 +20,7 @@ func (b *Backend) Controls(ctx context.Context) ([]claim.Control, error) {
 	}
 	out := make([]claim.Control, 0, len(b.controls))
 	for _, c := range b.controls {
+		c.Triggers = slices.Clone(c.Triggers)
 		out = append(out, c)
 	}
 	return out, nil
@@ -45,6 +47,10 @@ func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion i
 		b.controls = map[string]claim.Control{}
 	}
 	c.Version = prevVersion + 1
+	if len(c.Triggers) == 0 {
+		c.Triggers = nil
+	}
+	c.Triggers = slices.Clone(c.Triggers)
 	b.controls[c.Job] = c
 	return c, nil
 }
