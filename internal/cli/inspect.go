@@ -15,7 +15,6 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
-	"github.com/anarchon/anarchon/internal/schedule"
 	"github.com/anarchon/anarchon/internal/status"
 	"github.com/anarchon/anarchon/internal/store"
 )
@@ -73,14 +72,6 @@ func newValidateCmd(env Env) *cobra.Command {
 	return c
 }
 
-// nextSlot is one line of `next --json`.
-type nextSlot struct {
-	Job    string `json:"job"`
-	Slot   string `json:"slot"`
-	SlotMs int64  `json:"slot_ms"`
-	Local  string `json:"local"`
-}
-
 // MaxNextCount bounds next's --count: the slots are collected before they
 // are printed (the table aligns its columns), and ten thousand per job
 // already cover a week of a job that runs every minute.
@@ -119,20 +110,9 @@ func newNextCmd(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out []nextSlot
-			for _, j := range jobs {
-				sc, err := schedule.Parse(j.Schedule, j.Location)
-				if err != nil {
-					return usageError(fmt.Errorf("job %q: %w", j.Name, err))
-				}
-				t := t0
-				for range n {
-					if t = sc.Next(t); t.IsZero() {
-						break
-					}
-					out = append(out, nextSlot{Job: j.Name, Slot: t.UTC().Format(time.RFC3339Nano),
-						SlotMs: t.UnixMilli(), Local: t.In(j.Location).Format(time.RFC3339Nano)})
-				}
+			out, err := status.NextSlots(jobs, t0, n)
+			if err != nil {
+				return usageError(err)
 			}
 			if asJSON {
 				enc := json.NewEncoder(env.Stdout)
@@ -242,23 +222,7 @@ func newStatusCmd(env Env) *cobra.Command {
 }
 
 // liveness is what status needs to show the runs left running with no
-// live runner as abandoned: on a lease store the store's clock, read with
-// the first running run (a store that does not answer leaves every run as
-// it is); on a claim-only store this host's clock and the jobs' bounds.
+// live runner as abandoned (status.LivenessOf).
 func liveness(ctx context.Context, b claim.Backend, cfg *config.Config, runs []claim.Run) status.Liveness {
-	l := status.Liveness{Now: clock.Real{}.Now(), Bounds: status.BoundsOf(cfg.Jobs)}
-	leaser, ok := b.(claim.Leaser)
-	if !ok {
-		return l
-	}
-	for _, r := range runs {
-		if r.Status != claim.StatusRunning {
-			continue
-		}
-		if _, now, err := leaser.Read(ctx, r.Job, r.Slot); err == nil || errors.Is(err, claim.ErrNotFound) {
-			l.StoreNow = now
-		}
-		break
-	}
-	return l
+	return status.LivenessOf(ctx, b, cfg.Jobs, clock.Real{}.Now(), runs)
 }

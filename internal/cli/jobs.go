@@ -2,21 +2,15 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
-	"github.com/anarchon/anarchon/internal/schedule"
 	"github.com/anarchon/anarchon/internal/status"
 )
-
-// jobsReaders bounds the reads of the jobs' newest runs in flight.
-const jobsReaders = 8
 
 func newJobsCmd(env Env) *cobra.Command {
 	var (
@@ -65,45 +59,15 @@ func newJobsCmd(env Env) *cobra.Command {
 }
 
 // readJobs is every job of cfg with its next slot, its control record and
-// its newest run or note: the control records in one read, the runs one
-// read per job, jobsReaders at a time.
+// its newest run or note (status.ReadJobs); a store without control
+// records is noted on stderr.
 func readJobs(ctx context.Context, env Env, cfg *config.Config, b claim.Backend) ([]status.Job, error) {
-	now := clock.Real{}.Now()
-	controls := map[string]claim.Control{}
-	if ctl, err := claim.ControllerOf(b, cfg.Backend.Type); err != nil {
-		fmt.Fprintf(env.Stderr, "anarchond: note: %v\n", err)
-	} else {
-		all, err := ctl.Controls(ctx)
-		if err != nil {
-			return nil, runtimeError(fmt.Errorf("store %s: %w", cfg.Backend.Describe(), err))
-		}
-		for _, c := range all {
-			controls[c.Job] = c
-		}
-	}
-	out := make([]status.Job, len(cfg.Jobs))
-	errs := make([]error, len(cfg.Jobs))
-	sem := make(chan struct{}, jobsReaders)
-	var wg sync.WaitGroup
-	for i, j := range cfg.Jobs {
-		out[i] = status.Job{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Control: controls[j.Name], Now: now}
-		if sc, err := schedule.Parse(j.Schedule, j.Location); err == nil {
-			out[i].Next = sc.Next(now)
-		}
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			runs, err := b.ListRuns(ctx, claim.ListQuery{Job: j.Name, Limit: 1})
-			if err != nil {
-				errs[i] = fmt.Errorf("store %s: list the runs of %s: %w", cfg.Backend.Describe(), j.Name, err)
-			} else if len(runs) > 0 {
-				out[i].Last = &runs[0]
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	jobs, note, err := status.ReadJobs(ctx, cfg, b, clock.Real{}.Now(), 1)
+	if err != nil {
 		return nil, runtimeError(err)
 	}
-	return out, nil
+	if note != "" {
+		fmt.Fprintf(env.Stderr, "anarchond: note: %s\n", note)
+	}
+	return jobs, nil
 }

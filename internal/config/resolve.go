@@ -536,6 +536,7 @@ func (p *parser) resolve() *Config {
 	cfg.Watch = get(p, vals, "watch", def(false), p.asBool, nil).val
 	cfg.StateDir = p.anchor(str("stateDir", "", nil).val)
 	cfg.Metrics.Listen = str("metrics.listen", defaultMetricsListen, checkListen).val
+	p.resolveDashboard(cfg)
 	cfg.Log.Level = str("log.level", defaultLogLevel, store.OneOf(logLevels...)).val
 	cfg.Log.Format = str("log.format", defaultLogFormat, store.OneOf(logFormats...)).val
 

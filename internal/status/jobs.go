@@ -23,6 +23,9 @@ type Job struct {
 	Now     time.Time
 	// Last is the job's newest run or note; nil when the store has none.
 	Last *claim.Run
+	// Recent are the job's newest runs and notes, newest slot first, as
+	// many as ReadJobs was asked for (Recent[0] is Last).
+	Recent []claim.Run
 }
 
 // JobRecord is one job as `jobs --json` prints it (docs/spec.md#s6-cli).
