@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -160,6 +161,7 @@ func newStatusCmd(env Env) *cobra.Command {
 		asJSON bool
 		filter status.Filter
 		outc   string
+		watchF bool
 	)
 	c := &cobra.Command{
 		Use:   "status",
@@ -189,6 +191,24 @@ func newStatusCmd(env Env) *cobra.Command {
 					return usageError(fmt.Errorf("--outcome: %w", err))
 				}
 			}
+			q := claim.ListQuery{Job: job, Limit: limit, Statuses: filter.Query()}
+			if watchF {
+				if asJSON {
+					return usageError(errWatchJSON)
+				}
+				b, closeFn, err := openForWatch(c.Context(), cfg)
+				if err != nil {
+					return err
+				}
+				defer closeFn()
+				return watch(c.Context(), env, "status", func(ctx context.Context, w *bytes.Buffer) error {
+					runs, err := readStatus(ctx, b, cfg, q, filter)
+					if err != nil {
+						return err
+					}
+					return status.WriteTable(w, runs)
+				})
+			}
 			ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
 			defer cancel()
 			b, err := cfg.OpenStore(ctx, zap.NewNop(), nil)
@@ -196,11 +216,10 @@ func newStatusCmd(env Env) *cobra.Command {
 				return runtimeError(err)
 			}
 			defer b.Close()
-			runs, err := b.ListRuns(ctx, claim.ListQuery{Job: job, Limit: limit, Statuses: filter.Query()})
+			runs, err := readStatus(ctx, b, cfg, q, filter)
 			if err != nil {
-				return runtimeError(fmt.Errorf("list runs: %w", err))
+				return runtimeError(err)
 			}
-			runs = filter.Keep(liveness(ctx, b, cfg, runs).Mark(runs))
 			if asJSON {
 				err = status.WriteJSON(env.Stdout, runs)
 			} else {
@@ -218,7 +237,17 @@ func newStatusCmd(env Env) *cobra.Command {
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per run")
 	c.Flags().BoolVar(&filter.All, "all", false, "every outcome, the slots no attempt ran too")
 	c.Flags().StringVar(&outc, "outcome", "", "only these outcomes, comma-separated (e.g. skipped,missed)")
+	c.Flags().BoolVar(&watchF, "watch", false, "redraw the table every second until Ctrl-C")
 	return c
+}
+
+// readStatus reads the runs q selects and marks the abandoned ones.
+func readStatus(ctx context.Context, b claim.Backend, cfg *config.Config, q claim.ListQuery, filter status.Filter) ([]claim.Run, error) {
+	runs, err := b.ListRuns(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return filter.Keep(liveness(ctx, b, cfg, runs).Mark(runs)), nil
 }
 
 // liveness is what status needs to show the runs left running with no

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -16,6 +17,7 @@ func newJobsCmd(env Env) *cobra.Command {
 	var (
 		cf     configFlags
 		asJSON bool
+		watchF bool
 	)
 	c := &cobra.Command{
 		Use:   "jobs",
@@ -30,6 +32,23 @@ func newJobsCmd(env Env) *cobra.Command {
 			cfg, err := cf.load(env)
 			if err != nil {
 				return err
+			}
+			if watchF {
+				if asJSON {
+					return usageError(errWatchJSON)
+				}
+				b, closeFn, err := openForWatch(c.Context(), cfg)
+				if err != nil {
+					return err
+				}
+				defer closeFn()
+				return watch(c.Context(), env, "jobs", func(ctx context.Context, w *bytes.Buffer) error {
+					jobs, err := readJobs(ctx, Env{Stderr: w}, cfg, b)
+					if err != nil {
+						return err
+					}
+					return status.WriteJobsTable(w, jobs)
+				})
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), storeTimeout)
 			defer cancel()
@@ -55,6 +74,7 @@ func newJobsCmd(env Env) *cobra.Command {
 	}
 	cf.register(c, env)
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per job")
+	c.Flags().BoolVar(&watchF, "watch", false, "redraw the table every second until Ctrl-C")
 	return c
 }
 
