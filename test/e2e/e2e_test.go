@@ -130,6 +130,8 @@ func params(st store, dir, root string) testscript.Params {
 				return st.namesWinner, nil
 			case "lease":
 				return st.Settings.Leases(), nil
+			case "chromium":
+				return condChromium()
 			}
 			name, ok := strings.CutPrefix(cond, "store:")
 			if !ok {
@@ -161,6 +163,10 @@ func params(st store, dir, root string) testscript.Params {
 			"catchupcheck":  cmdCatchUpCheck,
 			"accounted":     cmdAccounted,
 			"outcomes":      cmdOutcomes,
+			"api":           cmdAPI,
+			"apimatch":      cmdAPIMatch,
+			"browser":       cmdBrowser,
+			"clusterpage":   cmdClusterPage,
 		},
 	}
 }
