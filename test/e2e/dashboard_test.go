@@ -142,8 +142,12 @@ func cmdAPIMatch(ts *testscript.TestScript, neg bool, args []string) {
 	ok := poll(20*time.Second, func() bool {
 		api, cli, last = nil, nil, nil
 		code, body, err := httpDo(http.MethodGet, url, "")
-		if err != nil || code != http.StatusOK {
-			last = fmt.Errorf("%s: %d %s %v", args[1], code, body, err)
+		if err != nil {
+			last = err
+			return false
+		}
+		if code != http.StatusOK {
+			last = fmt.Errorf("%s: %d %s", args[1], code, body)
 			return false
 		}
 		if last = json.Unmarshal([]byte(body), &api); last != nil {
