@@ -196,18 +196,7 @@ func newStatusCmd(env Env) *cobra.Command {
 				if asJSON {
 					return usageError(errWatchJSON)
 				}
-				b, closeFn, err := openForWatch(c.Context(), cfg)
-				if err != nil {
-					return err
-				}
-				defer closeFn()
-				return watch(c.Context(), env, "status", func(ctx context.Context, w *bytes.Buffer) error {
-					runs, err := readStatus(ctx, b, cfg, q, filter)
-					if err != nil {
-						return err
-					}
-					return status.WriteTable(w, runs)
-				})
+				return watchStatus(c.Context(), env, cfg, q, filter)
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
 			defer cancel()
@@ -239,6 +228,22 @@ func newStatusCmd(env Env) *cobra.Command {
 	c.Flags().StringVar(&outc, "outcome", "", "only these outcomes, comma-separated (e.g. skipped,missed)")
 	c.Flags().BoolVar(&watchF, "watch", false, "redraw the table every second until Ctrl-C")
 	return c
+}
+
+// watchStatus is status --watch: the table redrawn every second.
+func watchStatus(ctx context.Context, env Env, cfg *config.Config, q claim.ListQuery, filter status.Filter) error {
+	b, closeFn, err := openForWatch(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	return watch(ctx, env, "status", func(ctx context.Context, w *bytes.Buffer) error {
+		runs, err := readStatus(ctx, b, cfg, q, filter)
+		if err != nil {
+			return err
+		}
+		return status.WriteTable(w, runs)
+	})
 }
 
 // readStatus reads the runs q selects and marks the abandoned ones.

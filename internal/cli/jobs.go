@@ -37,18 +37,7 @@ func newJobsCmd(env Env) *cobra.Command {
 				if asJSON {
 					return usageError(errWatchJSON)
 				}
-				b, closeFn, err := openForWatch(c.Context(), cfg)
-				if err != nil {
-					return err
-				}
-				defer closeFn()
-				return watch(c.Context(), env, "jobs", func(ctx context.Context, w *bytes.Buffer) error {
-					jobs, err := readJobs(ctx, Env{Stderr: w}, cfg, b)
-					if err != nil {
-						return err
-					}
-					return status.WriteJobsTable(w, jobs)
-				})
+				return watchJobs(c.Context(), env, cfg)
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), storeTimeout)
 			defer cancel()
@@ -76,6 +65,23 @@ func newJobsCmd(env Env) *cobra.Command {
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per job")
 	c.Flags().BoolVar(&watchF, "watch", false, "redraw the table every second until Ctrl-C")
 	return c
+}
+
+// watchJobs is jobs --watch: the table redrawn every second; a store
+// without control records is noted in the frame.
+func watchJobs(ctx context.Context, env Env, cfg *config.Config) error {
+	b, closeFn, err := openForWatch(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	return watch(ctx, env, "jobs", func(ctx context.Context, w *bytes.Buffer) error {
+		jobs, err := readJobs(ctx, Env{Stderr: w}, cfg, b)
+		if err != nil {
+			return err
+		}
+		return status.WriteJobsTable(w, jobs)
+	})
 }
 
 // readJobs is every job of cfg with its next slot, its control record and

@@ -68,17 +68,22 @@ func (d *Dashboard) formAction(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w)
 		return
 	}
-	res, _, err := d.act(r, r.PathValue("job"), r.PathValue("action"))
-	msg := ""
-	if err != nil {
-		msg = err.Error()
-	} else {
-		msg = fmt.Sprintf("%s: %s", res.Job, res.Action)
-		if !res.Changed {
-			msg += " (nothing to do: not paused)"
-		}
+	job := r.PathValue("job")
+	res, _, err := d.act(r, job, r.PathValue("action"))
+	// The page says what became of it from a fixed set of words, never
+	// from text a link could carry.
+	did := "failed"
+	switch {
+	case err != nil:
+		d.log.Warn("dashboard: action refused", zap.String("job", job), zap.Error(err))
+	case !res.Changed:
+		did = "unchanged"
+	case res.Action == "pause":
+		did = "paused"
+	default:
+		did = "resumed"
 	}
-	http.Redirect(w, r, "/?done="+url.QueryEscape(sanitize.Line(msg)), http.StatusSeeOther)
+	http.Redirect(w, r, "/?job="+url.QueryEscape(job)+"&did="+did, http.StatusSeeOther)
 }
 
 // act applies the action to the job's control record: read, change,

@@ -317,8 +317,14 @@ func TestActions(t *testing.T) {
 	}
 	// The page's form: the token in the form, back to the page.
 	code, _, hdr := post(t, srv.URL+"/actions/tick/resume", "", url.Values{"token": {"s3cret"}}, map[string]string{"Sec-Fetch-Site": "same-origin"})
-	if code != 303 || !strings.HasPrefix(hdr.Get("Location"), "/?done=") {
+	if code != 303 || hdr.Get("Location") != "/?job=tick&did=resumed" {
 		t.Errorf("form resume: %d %v", code, hdr)
+	}
+	if _, page := get(t, srv.URL+hdr.Get("Location")); !strings.Contains(page, "job tick resumed on every instance") {
+		t.Errorf("the page after the form does not say what was done:\n%s", page)
+	}
+	if _, page := get(t, srv.URL+"/?job=tick&did=hacked"); strings.Contains(page, "hacked") {
+		t.Errorf("the page shows text from its link")
 	}
 	ctl, _ := b.Controls(context.Background())
 	if len(ctl) != 1 || ctl[0].Paused {

@@ -58,13 +58,14 @@ type pageRun struct {
 func (d *Dashboard) page(w http.ResponseWriter, r *http.Request) {
 	s, err := d.snapshotFor(r.Context())
 	data := pageData{RefreshSec: int(math.Ceil(d.refresh.Seconds())),
-		Actions: d.ActionsEnabled(), Done: sanitize.Line(r.URL.Query().Get("done")), Legend: legend}
+		Actions: d.ActionsEnabled(), Legend: legend}
 	data.RefreshSec = max(data.RefreshSec, 2)
 	switch {
 	case err != nil:
 		data.Err = err.Error()
 	default:
 		d.fillPage(&data, s)
+		data.Done = doneText(s, r.URL.Query().Get("job"), r.URL.Query().Get("did"))
 	}
 	var buf bytes.Buffer
 	if err := pageTmpl.Execute(&buf, data); err != nil {
@@ -169,3 +170,20 @@ func jobConfig(s *snapshot, name string) (cj config.Job, ok bool) {
 // legend lists the strip's colours.
 var legend = []string{"succeeded", "running", "failed", "timeout", "interrupted", "abandoned",
 	"skipped", "missed", "unknown", cellPending, cellNone}
+
+// doneText is the page's word on the action a form just asked for: the
+// outcome is one of a fixed set, the job one of the crontab's.
+func doneText(s *snapshot, job, did string) string {
+	if _, ok := jobConfig(s, job); !ok {
+		return ""
+	}
+	switch did {
+	case "paused", "resumed":
+		return "job " + job + " " + did + " on every instance"
+	case "unchanged":
+		return "job " + job + " was not paused: nothing to resume"
+	case "failed":
+		return "the action on job " + job + " failed: the token was right, the daemon's log says why"
+	}
+	return ""
+}
