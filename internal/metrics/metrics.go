@@ -285,6 +285,11 @@ func (m *Metrics) Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// headerTimeout is how long a client may take to send its request's
+// headers; the whole request may take twice as long, and taking the answer
+// six times (a variable for tests).
+var headerTimeout = 5 * time.Second
+
 // Serve serves the handler on ln until ctx ends.
 func (m *Metrics) Serve(ctx context.Context, ln net.Listener) error {
 	return m.ServeWith(ctx, ln, nil)
@@ -304,8 +309,8 @@ func (m *Metrics) ServeWith(ctx context.Context, ln net.Listener, extra http.Han
 		mux.Handle("/", extra)
 		h = mux
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, ReadTimeout: 2 * headerTimeout,
+		WriteTimeout: 6 * headerTimeout, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
