@@ -84,11 +84,14 @@ func watchJobs(ctx context.Context, env Env, cfg *config.Config) error {
 	})
 }
 
+// jobsReaders bounds the reads of the jobs' newest runs in flight.
+const jobsReaders = 8
+
 // readJobs is every job of cfg with its next slot, its control record and
 // its newest run or note (status.ReadJobs); a store without control
 // records is noted on stderr.
 func readJobs(ctx context.Context, env Env, cfg *config.Config, b claim.Backend) ([]status.Job, error) {
-	jobs, note, err := status.ReadJobs(ctx, cfg, b, clock.Real{}.Now(), 1)
+	jobs, note, err := status.ReadJobs(ctx, cfg, b, clock.Real{}.Now(), 1, jobsReaders)
 	if err != nil {
 		return nil, runtimeError(err)
 	}

@@ -18,6 +18,10 @@ const (
 	// StripSlots is how many of each job's last slots its strip shows; one
 	// read keeps as many of its newest runs and notes.
 	StripSlots = 40
+	// readers bounds the dashboard's reads in flight: it takes at most two
+	// of the store's connections (SQLite keeps 8 per daemon), leaving the
+	// others to the claims.
+	readers = 2
 	// readTimeout bounds one read of the store.
 	readTimeout = 10 * time.Second
 )
@@ -101,7 +105,7 @@ func (d *Dashboard) read(cfg *config.Config, b claim.Backend, at time.Time, done
 
 // fill reads the jobs, the recent runs and the instances into s.
 func (d *Dashboard) fill(ctx context.Context, s *snapshot, b claim.Backend) error {
-	jobs, note, err := status.ReadJobs(ctx, s.cfg, b, s.at, StripSlots)
+	jobs, note, err := status.ReadJobs(ctx, s.cfg, b, s.at, StripSlots, readers)
 	if err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func TestAPIMirrorsCLI(t *testing.T) {
 	cfg := loadConfig(t, "")
 	srv := newServer(t, cfg, b)
 
-	jobs, _, err := status.ReadJobs(context.Background(), cfg, b, time.Now(), 1)
+	jobs, _, err := status.ReadJobs(context.Background(), cfg, b, time.Now(), 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

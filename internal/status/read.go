@@ -12,15 +12,12 @@ import (
 	"github.com/anarchon/anarchon/internal/schedule"
 )
 
-// jobsReaders bounds the reads of the jobs' newest runs in flight.
-const jobsReaders = 8
-
 // ReadJobs is every job of cfg with its next slot after now, its control
 // record and its newest recent runs or notes (at least one, Job.Last the
 // newest): the control records in one read, the runs one read per job,
-// jobsReaders at a time. note is set, not an error, when the store keeps
+// readers at a time (at least 1). note is set, not an error, when the store keeps
 // no control records. It is what `jobs` and the dashboard show.
-func ReadJobs(ctx context.Context, cfg *config.Config, b claim.Backend, now time.Time, recent int) (jobs []Job, note string, err error) {
+func ReadJobs(ctx context.Context, cfg *config.Config, b claim.Backend, now time.Time, recent, readers int) (jobs []Job, note string, err error) {
 	controls := map[string]claim.Control{}
 	if ctl, err := claim.ControllerOf(b, cfg.Backend.Type); err != nil {
 		note = err.Error()
@@ -35,7 +32,7 @@ func ReadJobs(ctx context.Context, cfg *config.Config, b claim.Backend, now time
 	}
 	out := make([]Job, len(cfg.Jobs))
 	errs := make([]error, len(cfg.Jobs))
-	sem := make(chan struct{}, jobsReaders)
+	sem := make(chan struct{}, max(readers, 1))
 	var wg sync.WaitGroup
 	for i, j := range cfg.Jobs {
 		out[i] = Job{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Control: controls[j.Name], Now: now}
