@@ -62,6 +62,12 @@ func (d *Dashboard) readSnapshot(w http.ResponseWriter, r *http.Request) (*snaps
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%s did not answer: %v", describe(s.cfg), s.err))
 		return nil, false
 	}
+	// The answer is the read of Anarchon-Read-At; a later read that failed
+	// says why in Anarchon-Read-Error.
+	w.Header().Set("Anarchon-Read-At", s.okAt.UTC().Format(time.RFC3339Nano))
+	if s.err != nil {
+		w.Header().Set("Anarchon-Read-Error", sanitize.Line(s.err.Error()))
+	}
 	return s, true
 }
 

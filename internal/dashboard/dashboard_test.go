@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -332,5 +333,62 @@ func TestActions(t *testing.T) {
 	}
 	if code, _, _ := post(t, srv.URL+"/actions/tick/pause", "", url.Values{"token": {"wrong"}}, nil); code != 401 {
 		t.Errorf("form with a wrong token: %d", code)
+	}
+}
+
+// failing is a store whose reads of runs fail while down is set.
+type failing struct {
+	*memclaim.Backend
+	down atomic.Bool
+}
+
+func (f *failing) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run, error) {
+	if f.down.Load() {
+		return nil, errors.New("connection refused")
+	}
+	return f.Backend.ListRuns(ctx, q)
+}
+
+// TestStoreDown: a read that fails is shown on the page, which keeps the
+// last read that succeeded; once refreshMs has passed, the next request
+// starts the next read.
+func TestStoreDown(t *testing.T) {
+	b := &failing{Backend: memclaim.New(clock.Real{})}
+	seed(t, b.Backend)
+	fake := clock.NewFake(time.Now())
+	d, err := New(loadConfig(t, "dashboard: {refreshMs: 1000}\n"), Options{Clock: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetBackend(b)
+	srv := httptest.NewServer(d.Handler())
+	defer srv.Close()
+	if _, page := get(t, srv.URL+"/"); !strings.Contains(page, `<td class="status">failed</td>`) || strings.Contains(page, `id="error"`) {
+		t.Fatalf("first page:\n%s", page)
+	}
+	b.down.Store(true)
+	fake.Advance(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, page := get(t, srv.URL+"/")
+		if strings.Contains(page, "the store did not answer") {
+			if !strings.Contains(page, "connection refused") || !strings.Contains(page, "showing the read of") ||
+				!strings.Contains(page, `<td class="status">failed</td>`) {
+				t.Errorf("page while the store is down:\n%s", page)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page never said the store is down:\n%s", page)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := http.Get(srv.URL + "/api/v1/jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Anarchon-Read-At") == "" || !strings.Contains(resp.Header.Get("Anarchon-Read-Error"), "connection refused") {
+		t.Errorf("the API answers from the last read, saying so: %d %v", resp.StatusCode, resp.Header)
 	}
 }
