@@ -116,6 +116,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/cluster", d.apiCluster)
 	mux.HandleFunc("GET /api/v1/next", d.apiNext)
 	mux.HandleFunc("POST /api/v1/jobs/{job}/{action}", d.apiAction)
+	mux.HandleFunc("GET /actions/{job}", d.actionPage)
 	mux.HandleFunc("POST /actions/{job}/{action}", d.formAction)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API path; see docs/operating.md#dashboard")

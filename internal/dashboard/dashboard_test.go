@@ -316,6 +316,21 @@ func TestActions(t *testing.T) {
 	if _, body := get(t, srv.URL+"/api/v1/jobs?job=tick"); !strings.Contains(body, `"paused":true`) {
 		t.Errorf("jobs after the pause: %s", body)
 	}
+	// The action page of a paused job has the resume form; the main page
+	// links to it.
+	if code, page := get(t, srv.URL+"/actions/tick"); code != 200 || !strings.Contains(page, `<form method="post" action="/actions/tick/resume" id="resume">`) ||
+		!strings.Contains(page, "paused until resumed by dashboard@i1: deploy") {
+		t.Errorf("action page: %d\n%s", code, page)
+	}
+	if _, page := get(t, srv.URL+"/"); !strings.Contains(page, `<a href="/actions/tick">resume…</a>`) {
+		t.Errorf("the page does not link to the action page:\n%s", page)
+	}
+	if code, _ := get(t, srv.URL+"/actions/nope"); code != 404 {
+		t.Errorf("action page of an unknown job: %d", code)
+	}
+	if code, _ := get(t, off.URL+"/actions/tick"); code != 403 {
+		t.Errorf("action page without a token file: %d", code)
+	}
 	// The page's form: the token in the form, back to the page.
 	code, _, hdr := post(t, srv.URL+"/actions/tick/resume", "", url.Values{"token": {"s3cret"}}, map[string]string{"Sec-Fetch-Site": "same-origin"})
 	if code != 303 || hdr.Get("Location") != "/?job=tick&did=resumed" {

@@ -73,11 +73,7 @@ func (d *Dashboard) page(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "render the page", http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Write(buf.Bytes()) //nolint:errcheck // the client went away
+	writeHTML(w, buf.Bytes())
 }
 
 // fillPage sets what the snapshot shows.
@@ -186,4 +182,54 @@ func doneText(s *snapshot, job, did string) string {
 		return "the action on job " + job + " failed: the token was right, the daemon's log says why"
 	}
 	return ""
+}
+
+// actionData is the action page of one job.
+type actionData struct {
+	Job, State string
+	Paused     bool
+}
+
+// actionPage is GET /actions/{job}: the forms of pause or resume, on a page
+// of their own that does not refresh while the token is typed.
+func (d *Dashboard) actionPage(w http.ResponseWriter, r *http.Request) {
+	if !d.ActionsEnabled() {
+		noActions(w)
+		return
+	}
+	s, err := d.snapshotFor(r.Context())
+	if err != nil || s.okAt.IsZero() {
+		http.Error(w, "the store has not been read yet", http.StatusServiceUnavailable)
+		return
+	}
+	job := r.PathValue("job")
+	var data *actionData
+	for _, j := range s.jobs {
+		if j.Name == job {
+			rec := status.JobRecordOf(j)
+			data = &actionData{Job: rec.Job, Paused: rec.Paused, State: "not paused"}
+			if rec.Paused {
+				data.State = pausedText(rec)
+			}
+		}
+	}
+	if data == nil {
+		http.Error(w, "no such job", http.StatusNotFound)
+		return
+	}
+	var buf bytes.Buffer
+	if err := pageTmpl.ExecuteTemplate(&buf, "action", data); err != nil {
+		http.Error(w, "render the page", http.StatusInternalServerError)
+		return
+	}
+	writeHTML(w, buf.Bytes())
+}
+
+// writeHTML answers a rendered page, with no script allowed.
+func writeHTML(w http.ResponseWriter, page []byte) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Write(page) //nolint:errcheck // the client went away
 }
