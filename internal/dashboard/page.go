@@ -38,7 +38,7 @@ type pageData struct {
 	Actions           bool
 	Jobs              []pageJob
 	Runs              []pageRun
-	Instances         []status.InstanceRecord
+	Instances         []instanceRecord
 	InstancesNote     string
 	Legend            []string
 }
@@ -112,7 +112,7 @@ func (d *Dashboard) fillPage(data *pageData, s *snapshot) {
 	case s.instancesErr != nil:
 		data.InstancesNote = sanitize.Line(s.instancesErr.Error())
 	default:
-		data.Instances = status.InstanceRecords(s.instances, s.storeNow)
+		data.Instances = instanceRecords(s.instances, s.storeNow)
 	}
 }
 

@@ -1,4 +1,4 @@
-package status
+package dashboard
 
 import (
 	"slices"
@@ -9,10 +9,10 @@ import (
 	"github.com/anarchon/anarchon/internal/sanitize"
 )
 
-// InstanceRecord is one instance's heartbeat record as the dashboard's
-// /api/v1/cluster prints it (docs/spec.md#s6-dashboard), its strings
-// escaped to one line as by status.
-type InstanceRecord struct {
+// instanceRecord is one instance's heartbeat record as /api/v1/cluster
+// prints it (docs/spec.md#s6-dashboard), its strings escaped to one line as
+// by status.
+type instanceRecord struct {
 	Instance    string   `json:"instance"`
 	Host        string   `json:"host"`
 	PID         int      `json:"pid"`
@@ -25,10 +25,10 @@ type InstanceRecord struct {
 	JobsHash    string   `json:"jobs_hash"`
 }
 
-// InstanceRecordOf converts inst, read at storeNow (zero: the store has no
+// instanceRecordOf converts inst, read at storeNow (zero: the store has no
 // clock).
-func InstanceRecordOf(inst claim.Instance, storeNow time.Time) InstanceRecord {
-	rec := InstanceRecord{
+func instanceRecordOf(inst claim.Instance, storeNow time.Time) instanceRecord {
+	rec := instanceRecord{
 		Instance: sanitize.Line(inst.Name), Host: sanitize.Line(inst.Host), PID: inst.PID,
 		Version: sanitize.Line(inst.Version), Tags: []string{}, SkewMs: inst.SkewMs, JobsHash: sanitize.Line(inst.JobsHash),
 	}
@@ -50,12 +50,12 @@ func InstanceRecordOf(inst claim.Instance, storeNow time.Time) InstanceRecord {
 	return rec
 }
 
-// InstanceRecords converts every record, sorted by instance name.
-func InstanceRecords(insts []claim.Instance, storeNow time.Time) []InstanceRecord {
-	out := make([]InstanceRecord, 0, len(insts))
+// instanceRecords converts every record, sorted by instance name.
+func instanceRecords(insts []claim.Instance, storeNow time.Time) []instanceRecord {
+	out := make([]instanceRecord, 0, len(insts))
 	for _, inst := range insts {
-		out = append(out, InstanceRecordOf(inst, storeNow))
+		out = append(out, instanceRecordOf(inst, storeNow))
 	}
-	slices.SortFunc(out, func(a, b InstanceRecord) int { return strings.Compare(a.Instance, b.Instance) })
+	slices.SortFunc(out, func(a, b instanceRecord) int { return strings.Compare(a.Instance, b.Instance) })
 	return out
 }
