@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,6 +44,7 @@ func newValidateCmd(env Env) *cobra.Command {
 			}
 			fmt.Fprintf(env.Stdout, "%s: ok: %d job(s), backend %s, instance %s\n",
 				cfg.File, len(cfg.Jobs), cfg.Backend.Describe(), cfg.Instance)
+			printNotHere(env.Stdout, cfg)
 			if offline {
 				return nil
 			}
@@ -88,7 +90,7 @@ func newNextCmd(env Env) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "next",
-		Short: "Print the next slots of each job, in its zone and in UTC",
+		Short: "Print the next slots of each job, in its zone and in UTC, and when each run starts (jitterMs)",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			switch {
@@ -125,9 +127,19 @@ func newNextCmd(env Env) *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "JOB\tLOCAL\tUTC")
+			// START only where a job has a jitter: otherwise it is the slot.
+			jittered := slices.ContainsFunc(jobs, func(j config.Job) bool { return j.Jitter > 0 })
+			if jittered {
+				fmt.Fprintln(tw, "JOB\tLOCAL\tUTC\tSTART (UTC)")
+			} else {
+				fmt.Fprintln(tw, "JOB\tLOCAL\tUTC")
+			}
 			for _, s := range out {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Job, s.Local, s.Slot)
+				if jittered {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Job, s.Local, s.Slot, s.Start)
+				} else {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Job, s.Local, s.Slot)
+				}
 			}
 			return tw.Flush()
 		},
@@ -136,7 +148,7 @@ func newNextCmd(env Env) *cobra.Command {
 	c.Flags().StringVar(&job, "job", "", "only this job")
 	c.Flags().IntVarP(&n, "count", "n", 5, fmt.Sprintf("slots per job (at most %d)", MaxNextCount))
 	c.Flags().StringVar(&from, "from", "", "start after this time (RFC 3339; default now)")
-	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per slot: job, slot, slot_ms, local")
+	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per slot: job, slot, slot_ms, local, start, start_ms")
 	return c
 }
 
@@ -246,9 +258,10 @@ func watchStatus(ctx context.Context, env Env, cfg *config.Config, q claim.ListQ
 	})
 }
 
-// readStatus reads the runs q selects and marks the abandoned ones.
+// readStatus reads the runs q selects (a perInstance job's under every
+// instance's key) and marks the abandoned ones.
 func readStatus(ctx context.Context, b claim.Backend, cfg *config.Config, q claim.ListQuery, filter status.Filter) ([]claim.Run, error) {
-	runs, err := b.ListRuns(ctx, q)
+	runs, err := listRuns(ctx, b, cfg, q)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}

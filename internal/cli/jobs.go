@@ -26,7 +26,8 @@ func newJobsCmd(env Env) *cobra.Command {
 			"(until when, by whom, why: anarchond pause), and its newest run or note in the store\n" +
 			"(its status and slot). --json: one object per job with job, schedule, timezone,\n" +
 			"next_slot, next_slot_ms, paused, paused_until, paused_reason, paused_by, last_status,\n" +
-			"last_slot_ms.",
+			"last_slot_ms, tags, per_instance, runs_here (where the job may run: the tags an instance\n" +
+			"needs, whether every such instance runs it, whether this instance does).",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := cf.load(env)

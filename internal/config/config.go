@@ -49,6 +49,10 @@ type Config struct {
 	// one line each, formatted like an Error.
 	Warnings []string
 
+	// Tags are this instance's tags (top-level tags): it schedules only
+	// the jobs whose tags it has all of (Job.RunsOn).
+	Tags []string
+
 	// StateDir is where the daemon keeps the records of its running
 	// attempts (docs/spec.md#s4-processes); "": the daemon's default.
 	StateDir string
@@ -127,6 +131,23 @@ type Job struct {
 	// InheritEnv names the daemon's environment variables the job gets
 	// besides its clean environment (docs/spec.md#s6-jobs); never ANARCHON_*.
 	InheritEnv []string
+	// OnFailure, OnSuccess and OnMissed are the job's hooks: commands run
+	// by Shell, as the job is, after a run that failed or timed out, after
+	// one that succeeded, and for a slot recorded missed
+	// (docs/spec.md#s6-hooks); "": none.
+	OnFailure string
+	OnSuccess string
+	OnMissed  string
+	// HookTimeout bounds one hook's run; it is stopped after it.
+	HookTimeout time.Duration
+	// Jitter (jitterMs) bounds the delay of each run's start after its
+	// slot: schedule.Jitter of (name, slot), the same on every instance.
+	Jitter time.Duration
+	// Tags are the tags an instance needs all of to schedule the job.
+	Tags []string
+	// PerInstance runs the job on every instance that schedules it, once
+	// per slot each: its runs are claimed under the key Job.Key.
+	PerInstance bool
 
 	Line  int // the line of the job's entry in File
 	Index int // the job's position in jobs, from 0

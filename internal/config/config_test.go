@@ -35,7 +35,7 @@ func TestBuiltinDefaults(t *testing.T) {
 			Timezone: "UTC", Location: time.UTC,
 			MaxLate: time.Minute, ClaimSpread: 10 * time.Millisecond, ClaimAhead: 100 * time.Millisecond,
 			Lease: 30 * time.Second, Heartbeat: 10 * time.Second, MaxAttempts: 3, Overlap: "skip", CatchUp: "latest", Timeout: time.Hour, KillGrace: 10 * time.Second,
-			Shell: "/bin/sh", OutputTailBytes: 4096, Line: 2, Index: 0,
+			Shell: "/bin/sh", OutputTailBytes: 4096, HookTimeout: time.Minute, Line: 2, Index: 0,
 		}},
 	}
 	cfg.Backend.sections = nil // every store's section: checked by TestFullConfig
@@ -447,8 +447,8 @@ func TestEnvThroughViper(t *testing.T) {
 			t.Errorf("%s: viper (%s, %q, %v), list (%s, %q, %v)", ps.path, n1, v1, ok1, n2, v2, ok2)
 		}
 	}
-	if len(paths) != 69 {
-		t.Errorf("%d overridable settings, want 69: update the docs' table", len(paths))
+	if len(paths) != 75 {
+		t.Errorf("%d overridable settings, want 75: update the docs' table", len(paths))
 	}
 }
 

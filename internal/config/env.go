@@ -26,6 +26,13 @@ var reservedEnv = map[string]bool{
 	"ANARCHON_ATTEMPT":  true,
 	"ANARCHON_TOKEN":    true,
 	"ANARCHON_INSTANCE": true,
+	// A hook's besides (docs/spec.md#s6-hooks).
+	"ANARCHON_HOOK":        true,
+	"ANARCHON_STATUS":      true,
+	"ANARCHON_EXIT_CODE":   true,
+	"ANARCHON_DURATION_MS": true,
+	"ANARCHON_OUTPUT_FILE": true,
+	"ANARCHON_REASON":      true,
 }
 
 // envName is the variable that overrides the setting at path:

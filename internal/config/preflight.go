@@ -109,15 +109,29 @@ func (p *parser) preflight(jobs []Job, infos []jobInfo) {
 			p.checkFires(in.sched, in.schedVal)
 		}
 		p.checkArgSizes(j, vals)
+		p.checkHookSizes(infos[i].pol)
 		if p.opt.Checks.Host == HostSkip {
 			continue
 		}
 		p.checkHostJob(j, vals)
-		if len(j.Args) == 0 && j.Command != "" {
+		if len(j.Args) == 0 && j.Command != "" || hasHooks(j) {
 			shells.check(p, j, infos[i].pol.shell)
 		}
 	}
 	shells.report(p)
+}
+
+// hasHooks reports whether j has a hook, which its shell runs.
+func hasHooks(j Job) bool { return j.OnFailure != "" || j.OnSuccess != "" || j.OnMissed != "" }
+
+// checkHookSizes refuses a hook command longer than MaxArgBytes, where it
+// is set (a job's, or defaults', reported once: errors are deduplicated).
+func (p *parser) checkHookSizes(pol policy) {
+	for _, h := range []setting[string]{pol.onFailure, pol.onSuccess, pol.onMissed} {
+		if h.at != nil && len(h.val) > MaxArgBytes {
+			p.errorf(h.at, "hook is %d bytes; the shell gets it as one argument, at most %d bytes (Linux's MAX_ARG_STRLEN): every hook would fail to start; put the script in a file and run that", len(h.val), MaxArgBytes)
+		}
+	}
 }
 
 // checkFires refuses a schedule with no slot within FireWithinYears.

@@ -40,6 +40,7 @@ const (
 	defaultKillGraceMs      = 10000
 	defaultShell            = "/bin/sh"
 	defaultOutputTailBytes  = 4096
+	defaultHookTimeoutMs    = 60000
 )
 
 // Limits.
@@ -72,7 +73,8 @@ var (
 
 	// jobReservedEnv are set by the daemon for every run
 	// (docs/spec.md#s6-jobs); a job's env may not set them.
-	jobReservedEnv = []string{"ANARCHON_JOB", "ANARCHON_SLOT", "ANARCHON_SLOT_MS", "ANARCHON_ATTEMPT", "ANARCHON_TOKEN", "ANARCHON_INSTANCE"}
+	jobReservedEnv = []string{"ANARCHON_JOB", "ANARCHON_SLOT", "ANARCHON_SLOT_MS", "ANARCHON_ATTEMPT", "ANARCHON_TOKEN", "ANARCHON_INSTANCE",
+		"ANARCHON_HOOK", "ANARCHON_STATUS", "ANARCHON_EXIT_CODE", "ANARCHON_DURATION_MS", "ANARCHON_OUTPUT_FILE", "ANARCHON_REASON"}
 )
 
 // setting is a resolved value and where it came from.
@@ -232,6 +234,14 @@ func (p *parser) asDuration(v *value) (time.Duration, bool) {
 // asStrings reads a list of scalars (args). Numbers and booleans are taken as
 // written: args: [sleep, 30] is "sleep", "30".
 func (p *parser) asStrings(v *value) ([]string, bool) {
+	if v.env != "" {
+		// A list set by an ANARCHON_* variable: comma-separated.
+		out := strings.Split(v.text, ",")
+		for i := range out {
+			out[i] = strings.TrimSpace(out[i])
+		}
+		return out, true
+	}
 	n := v.node
 	if n.Kind != yaml.SequenceNode {
 		p.errorf(v, "must be a list of strings, not %s", describe(n))
@@ -350,6 +360,11 @@ type policy struct {
 	shell        setting[string]
 	outputTail   setting[int64]
 	inheritEnv   setting[[]string]
+	onFailure    setting[string]
+	onSuccess    setting[string]
+	onMissed     setting[string]
+	hookTimeout  setting[int64]
+	jitter       setting[int64]
 }
 
 // DefaultClaimAheadMs is the built-in claimAheadMs of backendType: its
@@ -380,6 +395,7 @@ func builtinPolicy(b *Backend) policy {
 		killGrace:   def[int64](defaultKillGraceMs),
 		shell:       def(defaultShell),
 		outputTail:  def[int64](defaultOutputTailBytes),
+		hookTimeout: def[int64](defaultHookTimeoutMs),
 	}
 }
 
@@ -412,6 +428,11 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	pol.shell = get(p, vals, prefix+"shell", base.shell, p.asString, store.NotEmpty)
 	pol.outputTail = get(p, vals, prefix+"outputTailBytes", base.outputTail, p.asInt, store.IntRange(0, MaxOutputTailBytes))
 	pol.inheritEnv = get(p, vals, prefix+"inheritEnv", base.inheritEnv, p.asEnvNames, nil)
+	pol.onFailure = get(p, vals, prefix+"onFailure", base.onFailure, p.asString, nil)
+	pol.onSuccess = get(p, vals, prefix+"onSuccess", base.onSuccess, p.asString, nil)
+	pol.onMissed = get(p, vals, prefix+"onMissed", base.onMissed, p.asString, nil)
+	pol.hookTimeout = get(p, vals, prefix+"hookTimeoutMs", base.hookTimeout, p.asInt, store.Millis(1))
+	pol.jitter = get(p, vals, prefix+"jitterMs", base.jitter, p.asInt, store.Millis(0))
 	return pol
 }
 
@@ -535,6 +556,7 @@ func (p *parser) resolve() *Config {
 	cfg.ShutdownGrace = time.Duration(integer("shutdownGraceMs", defaultShutdownGraceMs, store.Millis(0)).val) * time.Millisecond
 	cfg.Watch = get(p, vals, "watch", def(false), p.asBool, nil).val
 	cfg.StateDir = p.anchor(str("stateDir", "", nil).val)
+	cfg.Tags = get(p, vals, "tags", setting[[]string]{}, p.asStrings, checkTags).val
 	cfg.Metrics.Listen = str("metrics.listen", defaultMetricsListen, checkListen).val
 	p.resolveDashboard(cfg)
 	cfg.Log.Level = str("log.level", defaultLogLevel, store.OneOf(logLevels...)).val
@@ -634,6 +656,13 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.Shell = pol.shell.val
 	j.OutputTailBytes = int(pol.outputTail.val)
 	j.InheritEnv = pol.inheritEnv.val
+	j.OnFailure = pol.onFailure.val
+	j.OnSuccess = pol.onSuccess.val
+	j.OnMissed = pol.onMissed.val
+	j.HookTimeout = time.Duration(pol.hookTimeout.val) * time.Millisecond
+	j.Jitter = time.Duration(pol.jitter.val) * time.Millisecond
+	j.Tags = get(p, vals, "tags", setting[[]string]{}, p.asStrings, checkTags).val
+	j.PerInstance = get(p, vals, "perInstance", def(false), p.asBool, nil).val
 
 	info := jobInfo{name: rj.name, pol: pol}
 	sched := str("schedule", func(s string) string {
@@ -652,6 +681,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 			p.errorf(sched.at, "%s", err)
 		} else {
 			info.sched, info.schedVal = s, sched.at
+			p.checkJitter(pol.jitter, s, sched)
 		}
 	}
 
@@ -761,6 +791,7 @@ func (p *parser) checkClaimOnly(b *Backend, typ setting[string], infos []jobInfo
 		}
 		desc := fmt.Sprintf("%s%s (%s)", prefix, lim.Key, lim.Value())
 		p.checkMaxLate(infos, desc, lim.Ms, at)
+		p.checkJitterMemory(infos, desc, lim.Ms)
 		if lim.MaxClaims > 0 {
 			p.checkMaxClaims(infos, lim, desc)
 		}

@@ -31,6 +31,7 @@ type spec struct {
 	key      string
 	kind     kind
 	secret   bool    // never quote the value in a message (URLs, DSNs)
+	env      bool    // a list outside jobs that an ANARCHON_* variable may set (comma-separated)
 	children []*spec // kindMap: its keys; kindJobs: a job's keys
 }
 
@@ -50,6 +51,11 @@ var defaultsSpecs = []*spec{
 	{key: "shell", kind: kindString},
 	{key: "outputTailBytes", kind: kindInt},
 	{key: "inheritEnv", kind: kindStrings},
+	{key: "onFailure", kind: kindString},
+	{key: "onSuccess", kind: kindString},
+	{key: "onMissed", kind: kindString},
+	{key: "hookTimeoutMs", kind: kindInt},
+	{key: "jitterMs", kind: kindInt},
 }
 
 // jobSpecs are the keys of one entry of "jobs".
@@ -62,6 +68,8 @@ var jobSpecs = append([]*spec{
 	{key: "workdir", kind: kindString},
 	{key: "user", kind: kindString},
 	{key: "group", kind: kindString},
+	{key: "tags", kind: kindStrings},
+	{key: "perInstance", kind: kindBool},
 }, defaultsSpecs...)
 
 // rootSpecs is the whole crontab (docs/spec.md#s6), with the section of
@@ -80,6 +88,7 @@ func rootSpecs() []*spec {
 		{key: "shutdownGraceMs", kind: kindInt},
 		{key: "watch", kind: kindBool},
 		{key: "stateDir", kind: kindString},
+		{key: "tags", kind: kindStrings, env: true},
 		{key: "metrics", kind: kindMap, children: []*spec{
 			{key: "listen", kind: kindString},
 		}},
@@ -131,6 +140,10 @@ func scalarPaths() []pathSpec {
 				walk(p+".", s.children)
 			case kindString, kindInt, kindDuration, kindBool:
 				out = append(out, pathSpec{p, s})
+			case kindStrings:
+				if s.env {
+					out = append(out, pathSpec{p, s})
+				}
 			}
 		}
 	}

@@ -116,10 +116,11 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance, Executor: r,
 		ShutdownGrace: cfg.ShutdownGrace, Retention: cfg.Backend.Retention,
 		Hooks: schedulerHooks(m), ControlPoll: scheduler.DefaultControlPoll,
-	}, cfg.Jobs)
+	}, cfg.JobsHere())
 	if err != nil {
 		return err
 	}
+	logNotHere(log, cfg)
 	if _, err := claim.ControllerOf(b, cfg.Backend.Type); err != nil {
 		log.Info(err.Error() + "; pause and resume refuse, every job runs")
 	}
@@ -268,7 +269,7 @@ func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, 
 		notify(log, reloadingState())
 		next, err := load()
 		if err == nil {
-			err = s.Reload(ctx, next.Jobs)
+			err = s.Reload(ctx, next.JobsHere())
 		}
 		m.Reloaded(err)
 		if err != nil {
@@ -292,6 +293,7 @@ func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, 
 		log.Info("crontab reloaded", zap.String("cause", why), zap.Int("jobs", len(next.Jobs)))
 		notify(log, fmt.Sprintf("READY=1\nSTATUS=scheduling %d job(s)", len(next.Jobs)))
 		cur = next
+		logNotHere(log, next)
 		m.Jobs(next.Jobs)
 		dash.SetConfig(next)
 		releaseMemory()
@@ -361,4 +363,12 @@ func reloadingState() string {
 		return "RELOADING=1"
 	}
 	return fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", ts.Nano()/1000)
+}
+
+// logNotHere logs each job of cfg that this instance does not schedule for
+// want of its tags (docs/spec.md#s6-placement).
+func logNotHere(log *zap.Logger, cfg *config.Config) {
+	for _, line := range cfg.NotHere() {
+		log.Info(line)
+	}
 }

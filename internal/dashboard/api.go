@@ -105,7 +105,8 @@ func (d *Dashboard) apiStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	runs := s.runs
 	if job != "" {
-		runs = slices.DeleteFunc(slices.Clone(runs), func(r claim.Run) bool { return r.Job != job })
+		// A perInstance job's runs are under every instance's key.
+		runs = slices.DeleteFunc(slices.Clone(runs), func(r claim.Run) bool { return config.JobOfKey(r.Job) != job })
 	}
 	query := filter.Query()
 	runs = slices.DeleteFunc(slices.Clone(runs), func(r claim.Run) bool {

@@ -149,7 +149,7 @@ func TestAPIMirrorsCLI(t *testing.T) {
 		t.Errorf("status?all: %s (%v)", body, err)
 	}
 	_, body = get(t, srv.URL+"/api/v1/next?job=yearly&n=2&from=2030-06-01T00:00:00Z")
-	if !strings.HasPrefix(body, `[{"job":"yearly","slot":"2031-01-01T00:00:00Z","slot_ms":1924992000000,"local":"2031-01-01T00:00:00Z"},`) {
+	if !strings.HasPrefix(body, `[{"job":"yearly","slot":"2031-01-01T00:00:00Z","slot_ms":1924992000000,"local":"2031-01-01T00:00:00Z","start":"2031-01-01T00:00:00Z","start_ms":1924992000000},`) {
 		t.Errorf("next: %s", body)
 	}
 }

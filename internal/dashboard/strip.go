@@ -13,8 +13,8 @@ const (
 	// cellNone is a slot of the schedule the store holds no record of,
 	// older than the job's maxLate: a gap, no run and no note.
 	cellNone = "none"
-	// cellPending is a slot without a record yet, within maxLate: its
-	// claim may still come.
+	// cellPending is a slot without a record yet, within its jitter and
+	// maxLate: its claim may still come.
 	cellPending = "pending"
 	// stripSteps bounds the slots a strip walks from its oldest record to
 	// now; a strip that would walk more shows its records alone.
@@ -65,7 +65,7 @@ func stripOf(j config.Job, recent []claim.Run, now time.Time, n int) []cell {
 		c := cell{Slot: time.UnixMilli(s).UTC(), Status: cellNone}
 		if r, ok := bySlot[s]; ok {
 			c.Status, c.Reason = string(r.Status), r.Reason
-		} else if now.Sub(c.Slot) <= j.MaxLate {
+		} else if now.Sub(c.Slot) <= j.Jitter+j.MaxLate {
 			c.Status = cellPending
 		}
 		out[i] = c

@@ -20,6 +20,7 @@ import (
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/runner"
+	"github.com/anarchon/anarchon/internal/schedule"
 	"github.com/anarchon/anarchon/internal/scheduler"
 )
 
@@ -42,6 +43,7 @@ type Metrics struct {
 	clockSkew     prometheus.Gauge
 	reloads       *prometheus.CounterVec
 	paused        *prometheus.GaugeVec
+	hookFailures  *prometheus.CounterVec
 
 	mu      sync.Mutex
 	storeOK time.Time // the store's last answer
@@ -64,7 +66,7 @@ func New(c clock.Clock, backend string) *Metrics {
 	m.runDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "anarchon_run_duration_seconds",
 		Help: "How long executions ran.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"job"})
 	m.scheduleLag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "anarchon_schedule_lag_seconds",
-		Help: "From a slot's time to the fork of its command.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
+		Help: "From a run's start (its slot, plus its jitter) to the fork of its command.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
 	m.claimDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "anarchon_claim_duration_seconds",
 		Help: "Round trip of one answered claim.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"backend"})
 	m.renewals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_lease_renewals_total",
@@ -83,8 +85,10 @@ func New(c clock.Clock, backend string) *Metrics {
 		Help: "Crontab reloads by result (ok, error)."}, []string{"result"})
 	m.paused = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "anarchon_job_paused",
 		Help: "1 while the job is paused by its control record in the store (anarchond pause): its slots are skipped; 0 once resumed or its pause is over."}, []string{"job"})
+	m.hookFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_hook_failures_total",
+		Help: "Hooks (onFailure, onSuccess, onMissed) that failed on this instance, by job and hook: could not start, exited non-zero, or timed out."}, []string{"job", "hook"})
 	for _, c := range []prometheus.Collector{m.claims, m.runs, m.runDuration, m.scheduleLag, m.claimDuration,
-		m.renewals, m.fenced, m.missed, m.storeErrors, m.refusals, m.clockSkew, m.reloads, m.paused} {
+		m.renewals, m.fenced, m.missed, m.storeErrors, m.refusals, m.clockSkew, m.reloads, m.paused, m.hookFailures} {
 		f(c)
 	}
 	f(collectors.NewGoCollector())
@@ -190,17 +194,27 @@ func (m *Metrics) SchedulerHooks() scheduler.Hooks {
 
 // Jobs gives every job of the crontab its anarchon_job_paused series, 0
 // until the scheduler reports it paused, so that the metric exists before
-// a job's first pause.
+// a job's first pause; and each hook a job has its
+// anarchon_hook_failures_total series, from 0.
 func (m *Metrics) Jobs(jobs []config.Job) {
 	for _, j := range jobs {
 		m.paused.WithLabelValues(j.Name)
+		for hook, cmd := range map[string]string{runner.OnFailure: j.OnFailure, runner.OnSuccess: j.OnSuccess, runner.OnMissed: j.OnMissed} {
+			if cmd != "" {
+				m.hookFailures.WithLabelValues(j.Name, hook)
+			}
+		}
 	}
 }
 
 // RunnerHooks observe forks, renewals and the store.
 func (m *Metrics) RunnerHooks() runner.Hooks {
 	return runner.Hooks{
-		Started: func(e runner.Execution, at time.Time) { m.scheduleLag.Observe(at.Sub(e.Slot).Seconds()) },
+		// The lag is counted from the run's start: the slot plus its
+		// jitter (docs/spec.md#s5-jitter).
+		Started: func(e runner.Execution, at time.Time) {
+			m.scheduleLag.Observe(at.Sub(schedule.Start(e.Job.Name, e.Slot, e.Job.Jitter)).Seconds())
+		},
 		Renewed: func(result string, res claim.Result, _ error) {
 			m.renewals.WithLabelValues(result).Inc()
 			if result != "failed" {
@@ -209,6 +223,7 @@ func (m *Metrics) RunnerHooks() runner.Hooks {
 			}
 		},
 		StoreError: m.storeError,
+		HookFailed: func(job, hook string) { m.hookFailures.WithLabelValues(job, hook).Inc() },
 	}
 }
 

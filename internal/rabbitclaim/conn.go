@@ -38,6 +38,7 @@ var errNoAnswer = errors.New("no answer from rabbitmq")
 // session is one AMQP connection and its idle confirm channels.
 type session struct {
 	conn *amqp.Connection
+	node node // the node it is connected to
 	// raw is the TCP connection under conn. Closing it is the one sure way
 	// to end calls whose replies were lost: amqp091's reader fails, and
 	// with it every pending call, channel and confirm.
@@ -118,10 +119,10 @@ func (b *Backend) dialContext(ctx context.Context, strict bool) (*session, error
 	}
 }
 
-// dial opens a connection and (re)declares the history stream on it. When
-// ctx ends, the TCP connection is closed, which ends the handshake or the
-// declare at once.
-func (b *Backend) dial(ctx context.Context, strict bool) (*session, error) {
+// dialOne opens a connection to n and (re)declares the history stream on
+// it. When ctx ends, the TCP connection is closed, which ends the
+// handshake or the declare at once.
+func (b *Backend) dialOne(ctx context.Context, n node, strict bool) (*session, error) {
 	name := "anarchon"
 	if b.o.Instance != "" {
 		name += " " + b.o.Instance
@@ -140,10 +141,10 @@ func (b *Backend) dial(ctx context.Context, strict bool) (*session, error) {
 		}
 	})
 	defer stop()
-	conn, err := amqp.DialConfig(b.url, amqp.Config{
+	conn, err := amqp.DialConfig(n.url, amqp.Config{
 		Properties: amqp.Table{"connection_name": name},
 		Dial: func(network, addr string) (net.Conn, error) {
-			c, err := b.dialer(network, addr)
+			c, err := n.dialer(network, addr)
 			if err != nil {
 				return nil, err
 			}
@@ -161,11 +162,11 @@ func (b *Backend) dial(ctx context.Context, strict bool) (*session, error) {
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("connect to %s: %w", b.where, context.Cause(ctx))
+			return nil, fmt.Errorf("connect to %s: %w", n.where, context.Cause(ctx))
 		}
-		return nil, refusal(fmt.Errorf("connect to %s: %w", b.where, b.scrub(err)), err)
+		return nil, refusal(fmt.Errorf("connect to %s: %w", n.where, b.scrub(err)), err)
 	}
-	s := &session{conn: conn, raw: raw, closed: conn.NotifyClose(make(chan *amqp.Error, 1))}
+	s := &session{conn: conn, raw: raw, node: n, closed: conn.NotifyClose(make(chan *amqp.Error, 1))}
 	// The broker says connection.blocked right after the handshake when an
 	// alarm is already on: listen before anything else.
 	blocked := conn.NotifyBlocked(make(chan amqp.Blocking, 4))
@@ -182,7 +183,7 @@ func (b *Backend) dial(ctx context.Context, strict bool) (*session, error) {
 			}
 		}
 	}()
-	dctx, cancel := b.withTimeout(ctx, b.dialTimeout)
+	dctx, cancel := b.withTimeout(ctx, n.timeout)
 	err = b.declareHistory(dctx, s)
 	cancel()
 	if err != nil {
@@ -195,7 +196,7 @@ func (b *Backend) dial(ctx context.Context, strict bool) (*session, error) {
 	if !stop() {
 		// ctx ended meanwhile: its AfterFunc closed the connection.
 		b.drop(s, "")
-		return nil, fmt.Errorf("connect to %s: %w", b.where, context.Cause(ctx))
+		return nil, fmt.Errorf("connect to %s: %w", n.where, context.Cause(ctx))
 	}
 	return s, nil
 }
@@ -335,7 +336,7 @@ func (b *Backend) watch(s *session) {
 		b.mu.Unlock()
 		b.drop(s, "") // the TCP connection too, whatever closed the AMQP one
 		lost := b.clock.Now()
-		fields := []zap.Field{zap.String("url", b.where)}
+		fields := []zap.Field{zap.String("url", s.node.where)}
 		if cause != nil {
 			fields = append(fields, zap.String("cause", b.scrub(cause).Error()))
 		}
@@ -368,7 +369,7 @@ func (b *Backend) watch(s *session) {
 		}
 		// Logged before the session is handed out: no claim on the new
 		// connection can be answered, and logged, before its restoration.
-		b.log.Info("rabbitmq connection restored", zap.String("url", b.where),
+		b.log.Info("rabbitmq connection restored", zap.String("url", ns.node.where),
 			zap.Duration("down", b.clock.Now().Sub(lost)), zap.Int("attempts", attempts))
 		b.sess = ns
 		close(b.restored)

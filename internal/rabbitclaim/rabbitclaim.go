@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -71,8 +72,10 @@ func IsTransient(err error) bool { return errors.Is(err, ErrUnavailable) }
 
 // Options configures New.
 type Options struct {
-	// URL is the broker's amqp:// or amqps:// URL (backend.rabbitmq.url).
-	// Its password never appears in errors or logs.
+	// URL is the broker's amqp:// or amqps:// URL (backend.rabbitmq.url),
+	// or the URLs of a cluster's nodes separated by commas: each connect,
+	// and each reconnect, tries them in turn, starting after the node
+	// tried last. Its passwords never appear in errors or logs.
 	URL string
 	// PasswordFile, if set, names a file whose content (without its
 	// trailing newline) replaces the URL's password
@@ -147,15 +150,17 @@ type Backend struct {
 	o           Options
 	log         *zap.Logger
 	clock       clock.Clock
-	url         string      // with the password: only ever passed to the dialer
-	where       string      // "rabbitmq <url with the password hidden>"
-	secrets     []string    // to scrub from the client's errors
-	tls         *tls.Config // nil: as the URL says
-	dialer      func(network, addr string) (netConn, error)
-	dialTimeout time.Duration // the TCP connect's, the handshake's, the history declare's, each
-	gateArgs    amqp.Table
-	histArgs    amqp.Table
-	history     string // the history stream's name
+	nodes       []node
+	where       string        // "rabbitmq <urls with the passwords hidden>"
+	secrets     []string      // to scrub from the client's errors
+	tls         *tls.Config   // nil: as the URL says
+	dialTimeout time.Duration // the longest node's: the TCP connect's, the handshake's, the history declare's, each
+	// tried is the index of the node a dial tried last; the next dial
+	// starts after it. Only the dials touch it, one at a time.
+	tried    atomic.Int32
+	gateArgs amqp.Table
+	histArgs amqp.Table
+	history  string // the history stream's name
 
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
@@ -197,7 +202,8 @@ func GateQueue(namespace, job string, slot int64) string {
 // HistoryQueue is the name of the namespace's history stream.
 func HistoryQueue(namespace string) string { return namespace + ".history" }
 
-// New connects to the broker at o.URL and declares the history stream.
+// New connects to the broker at o.URL (or one of its nodes) and declares
+// the history stream.
 func New(ctx context.Context, o Options) (*Backend, error) {
 	o, err := o.withDefaults()
 	if err != nil {
@@ -207,8 +213,6 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		o:     o,
 		log:   o.Log.With(zap.String("backend", "rabbitmq")),
 		clock: o.Clock,
-		url:   o.URL,
-		where: "rabbitmq " + secret.Redact(o.URL),
 		gateArgs: amqp.Table{
 			"x-max-length": int64(1),
 			"x-overflow":   "reject-publish",
@@ -225,30 +229,9 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		tokens:  newTokenBook(o.Clock, o.SlotTTL),
 	}
 	b.prepared = newPreparedGates(2 * b.PrepareLead())
-	b.secrets = secret.Find(o.URL)
-	uri, err := amqp.ParseURI(o.URL)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", b.where, b.scrub(err))
+	if err := b.resolveNodes(); err != nil {
+		return nil, err
 	}
-	b.secrets = append(b.secrets, uri.Password)
-	if o.PasswordFile != "" || o.TLS != nil {
-		pw := ""
-		if o.PasswordFile != "" {
-			if pw, err = secret.ReadFile(o.PasswordFile, "backend.rabbitmq.passwordFile"); err != nil {
-				return nil, fmt.Errorf("open rabbitmq backend: %w", err)
-			}
-			b.secrets = append(b.secrets, pw)
-		}
-		if b.url, err = dialURL(o.URL, pw, o.TLS != nil); err != nil {
-			return nil, fmt.Errorf("connect to %s: %w", b.where, b.scrub(err))
-		}
-		if uri, err = amqp.ParseURI(b.url); err != nil {
-			return nil, fmt.Errorf("connect to %s: %w", b.where, b.scrub(err))
-		}
-		b.tls = o.TLS
-		b.where = "rabbitmq " + secret.Redact(b.url) // amqps:// when switched
-	}
-	b.dialer, b.dialTimeout = dialerFor(uri)
 	b.restored = make(chan struct{})
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 
@@ -262,7 +245,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	b.wg.Add(2)
 	go b.watch(s)
 	go b.hist.run()
-	b.log.Info("connected to rabbitmq", zap.String("url", strings.TrimPrefix(b.where, "rabbitmq ")),
+	b.log.Info("connected to rabbitmq", zap.String("url", strings.TrimPrefix(s.node.where, "rabbitmq ")),
 		zap.String("namespace", o.Namespace), zap.Duration("slot_ttl", o.SlotTTL))
 	return b, nil
 }

@@ -215,6 +215,7 @@ func (a *attempt) notStarted(err error) Report {
 	fin := claim.Finish{Status: claim.StatusFailed, ExitCode: notStartedCode,
 		OutputTail: truncateTail(err.Error()+"\n", a.job.OutputTailBytes),
 		StartedAt:  a.start.UTC(), FinishedAt: now.UTC()}
+	rep.OutputTail = fin.OutputTail
 	var recErr error
 	rep.Recorded, rep.Fenced, recErr = a.record(fin, max(recordWindow, a.job.Lease), a.ctx.Done())
 	rep.Err = err
@@ -366,6 +367,7 @@ func (a *attempt) finished(rep Report, tail string, end time.Time) Report {
 	}
 	fin := claim.Finish{Status: rep.Status, ExitCode: rep.ExitCode, OutputTail: tail,
 		StartedAt: a.start.UTC(), FinishedAt: end.UTC()}
+	rep.OutputTail = tail
 	rep.Recorded, rep.Fenced, rep.Err = a.record(fin, max(recordWindow, a.job.Lease), a.ctx.Done())
 	return rep
 }
@@ -378,7 +380,7 @@ func (a *attempt) hardStop(rep Report, tail string) Report {
 	if a.leaser != nil {
 		return a.release(rep)
 	}
-	rep.Status = claim.StatusInterrupted
+	rep.Status, rep.OutputTail = claim.StatusInterrupted, tail
 	fin := claim.Finish{Status: claim.StatusInterrupted, ExitCode: rep.ExitCode, OutputTail: tail,
 		StartedAt: a.start.UTC(), FinishedAt: a.start.Add(rep.Duration).UTC()}
 	var err error

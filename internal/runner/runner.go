@@ -98,6 +98,9 @@ type Hooks struct {
 	// StoreError is called with every failed call to the store after the
 	// command started (op: renew, finish, release).
 	StoreError func(op string, err error)
+	// HookFailed is called when a job's hook (OnFailure, OnSuccess,
+	// OnMissed) failed: it could not start, exited non-zero, or timed out.
+	HookFailed func(job, hook string)
 }
 
 // Runner runs won attempts. One Runner serves every job of a daemon; Run is
@@ -175,6 +178,9 @@ type Report struct {
 	Recorded bool
 	// Duration is how long the command ran.
 	Duration time.Duration
+	// OutputTail is the tail of the command's output, as recorded (set
+	// when Status is).
+	OutputTail string
 	// Err says what went wrong, if anything did: the command could not start,
 	// the attempt was fenced or stopped, or the result could not be recorded.
 	Err error

@@ -31,7 +31,7 @@ const (
 // countMissed counts n slots of job not run, for reason.
 func (s *Scheduler) countMissed(job, reason string, n int) {
 	if s.o.Hooks.Missed != nil && n > 0 {
-		s.o.Hooks.Missed(job, reason, n)
+		s.o.Hooks.Missed(config.JobOfKey(job), reason, n)
 	}
 }
 
@@ -83,7 +83,7 @@ type startPlan struct {
 // schedule changed since: nothing from the past runs either, as a reload
 // would have started it from then.
 func planStart(e *entry, newest *claim.Run, start time.Time) startPlan {
-	p := startPlan{first: e.sched.Next(start)}
+	p := startPlan{first: firstAfter(e.job, e.sched, start)}
 	if newest == nil {
 		p.why = "new"
 		return p
@@ -96,9 +96,12 @@ func planStart(e *entry, newest *claim.Run, start time.Time) startPlan {
 	if !p.newest.Before(start) {
 		return p
 	}
-	lo := start.Add(-e.job.MaxLate) // slots after lo are within maxLate
+	// Slots after lo are within maxLate (their runs' starts are); those
+	// up to upTo have started.
+	lo := startedBy(e.job, e.sched, start.Add(-e.job.MaxLate))
+	upTo := startedBy(e.job, e.sched, start)
 	p.late = slotsIn(e.sched, p.newest, lo)
-	window := slotsIn(e.sched, later(p.newest, lo), start)
+	window := slotsIn(e.sched, later(p.newest, lo), upTo)
 	if window.n == 0 {
 		return p
 	}
@@ -137,10 +140,13 @@ func holdUntil(e *entry, start time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	last := lastAtOrBefore(e.sched, start)
-	if last.IsZero() || start.Sub(last) >= e.job.MaxLate {
+	if e.job.Jitter > 0 {
+		last = startedBy(e.job, e.sched, start) // the newest run started
+	}
+	if last.IsZero() || start.Sub(startOf(e.job, last)) >= e.job.MaxLate {
 		return time.Time{}, false
 	}
-	return last.Add(e.job.MaxLate), true
+	return startOf(e.job, last).Add(e.job.MaxLate), true
 }
 
 // isSlot reports whether t is a slot of sc.

@@ -302,7 +302,7 @@ func TestCatchUpGivenUpWhileTheStoreIsDown(t *testing.T) {
 
 func entryOf(t *testing.T, j config.Job) *entry {
 	t.Helper()
-	es, err := entriesOf([]config.Job{j})
+	es, err := entriesOf([]config.Job{j}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ type entry struct {
 }
 
 // due is when the claim of e's next slot is due: the job's claimAhead
-// before the slot.
-func (e *entry) due() time.Time { return e.next.Add(-e.job.ClaimAhead) }
+// before the run's start (the slot, plus its jitter).
+func (e *entry) due() time.Time { return startOf(e.job, e.next).Add(-e.job.ClaimAhead) }
 
 // slotHeap orders entries by when their next claim is due, then by job name
 // so that the order of jobs due together is stable.

@@ -132,17 +132,23 @@ func (s *Scheduler) drainNotes() {
 }
 
 // recordNote records n, retried until ctx ends; it reports whether the
-// store answered.
+// store answered. When the store kept this instance's note, the note's
+// hook runs (afterNote).
 func (s *Scheduler) recordNote(ctx context.Context, n claim.Note) bool {
+	wrote := false
 	_, err := retry.Policy{
 		Clock: s.o.Clock, PerCall: s.o.ClaimTimeout, Min: 200 * time.Millisecond, Max: 5 * time.Second,
 		OnFailure: func(_ int, err error) { s.health.failed("note", err) },
 	}.Do(ctx, func(ctx context.Context) error {
-		_, err := s.notes.rec.Record(ctx, n)
+		w, err := s.notes.rec.Record(ctx, n)
+		wrote = w
 		return err
 	})
 	if claim.IsPermanent(err) {
 		s.health.failed("note", err) // Do does not retry it
+	}
+	if err == nil && wrote {
+		s.afterNote(n)
 	}
 	return err == nil
 }

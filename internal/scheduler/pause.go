@@ -9,6 +9,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/config"
 )
 
 // Pauses (docs/spec.md#s6-control). An operator pauses a job by writing
@@ -73,7 +74,7 @@ func (p *pauses) set(cs []claim.Control) {
 // skipPaused reports whether job's slot is held by a pause, and then
 // records it skipped (paused).
 func (s *Scheduler) skipPaused(job string, slot time.Time) bool {
-	c, ok := s.pauses.holds(job, slot)
+	c, ok := s.pauses.holds(config.JobOfKey(job), slot)
 	if !ok {
 		return false
 	}

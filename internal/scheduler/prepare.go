@@ -98,9 +98,10 @@ type preparation struct {
 	slot time.Time
 }
 
-// at is when the preparation is due: lead before its claim is.
+// at is when the preparation is due: lead before its claim is (claimAhead
+// before the run's jittered start).
 func (pr preparation) at(lead time.Duration) time.Time {
-	return pr.slot.Add(-pr.e.job.ClaimAhead - lead)
+	return startOf(pr.e.job, pr.slot).Add(-pr.e.job.ClaimAhead - lead)
 }
 
 // prepHeap orders preparations by when they are due.

@@ -127,6 +127,8 @@ type Scheduler struct {
 	notes *notes
 	// pauses are the jobs' control records as last read (pause.go).
 	pauses *pauses
+	// hooks starts the jobs' hooks (hooks.go).
+	hooks *hooks
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -152,7 +154,7 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	if o.PruneEvery <= 0 {
 		o.PruneEvery = min(max(o.Retention/24, time.Minute), time.Hour)
 	}
-	entries, err := entriesOf(jobs)
+	entries, err := entriesOf(jobs, o.Instance)
 	if err != nil {
 		return nil, err
 	}
@@ -172,17 +174,22 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	s.prep = newPreparer(o.Backend)
 	s.notes = newNotes(o.Backend)
 	s.pauses = newPauses(o.Backend, o.ControlPoll)
+	s.hooks = newHooks(o.Executor, entries)
 	s.peers.log = o.Log
 	return s, nil
 }
 
-func entriesOf(jobs []config.Job) ([]*entry, error) {
+// entriesOf parses the jobs' schedules. A perInstance job is scheduled
+// under its key (config.Job.Key): its claims, notes and reads name the key,
+// so each instance claims its own run of every slot.
+func entriesOf(jobs []config.Job, instance string) ([]*entry, error) {
 	entries := make([]*entry, 0, len(jobs))
 	for _, j := range jobs {
 		sc, err := schedule.Parse(j.Schedule, j.Location)
 		if err != nil {
 			return nil, fmt.Errorf("job %q: %w", j.Name, err)
 		}
+		j.Name = j.Key(instance)
 		entries = append(entries, &entry{job: j, sched: sc})
 	}
 	return entries, nil
@@ -194,7 +201,7 @@ func entriesOf(jobs []config.Job) ([]*entry, error) {
 // executions are not disturbed. It returns once the loop has taken the new
 // set, or ctx is done.
 func (s *Scheduler) Reload(ctx context.Context, jobs []config.Job) error {
-	entries, err := entriesOf(jobs)
+	entries, err := entriesOf(jobs, s.o.Instance)
 	if err != nil {
 		return err
 	}
@@ -215,6 +222,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.drain, s.endDrain = context.WithCancel(context.WithoutCancel(ctx))
 	defer s.endDrain()
 	var wg sync.WaitGroup
+	s.hooks.ctx, s.hooks.wg = runCtx, &wg
 	if p, ok := s.o.Backend.(claim.Pruner); ok && s.o.Retention > 0 {
 		wg.Go(func() { s.pruneLoop(ctx, p) })
 	}
@@ -293,16 +301,17 @@ func (s *Scheduler) replace(h *slotHeap, fresh []*entry, cursor time.Time) *slot
 	nh := &slotHeap{}
 	for _, e := range fresh {
 		if o, ok := old[e.job.Name]; ok && o.job.Schedule == e.job.Schedule &&
-			o.job.Timezone == e.job.Timezone && o.job.MaxLate == e.job.MaxLate {
+			o.job.Timezone == e.job.Timezone && o.job.MaxLate == e.job.MaxLate && o.job.Jitter == e.job.Jitter {
 			e.next = o.next
 		} else {
-			e.next = e.sched.Next(cursor)
+			e.next = firstAfter(e.job, e.sched, cursor)
 		}
 		if !e.next.IsZero() {
 			heap.Push(nh, e)
 		}
 	}
 	s.prep.reset(nh)
+	s.hooks.setJobs(fresh)
 	s.o.Log.Info("crontab reloaded", zap.Int("jobs", len(fresh)))
 	return nh
 }
@@ -328,7 +337,7 @@ func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup,
 		e := (*h)[0]
 		slot := e.next
 		switch {
-		case now.Sub(slot) > e.job.MaxLate:
+		case now.Sub(slot) > lateFor(e.job, slot):
 			e.next = s.skipMissed(e, slot, now)
 		case s.skipPaused(e.job.Name, slot):
 			e.next = e.sched.Next(slot)
@@ -415,11 +424,14 @@ func weightedDelay(d time.Duration, running int64, spread, maxLate time.Duration
 // a slot claimed late (catch-up after a pause or at start) is past its
 // delay already and is claimed at once. It returns ctx's error if the stop
 // began meanwhile.
+//
+// A perInstance job's claims are never held back: no other instance
+// claims its key, so there is no race to spread.
 func (s *Scheduler) holdBack(ctx context.Context, job config.Job, slot time.Time) error {
-	if job.ClaimSpread <= 0 {
+	if job.ClaimSpread <= 0 || job.PerInstance {
 		return nil
 	}
-	return clock.SleepUntil(ctx, s.o.Clock, slot.Add(s.spreadDelay(job, slot)-job.ClaimAhead))
+	return clock.SleepUntil(ctx, s.o.Clock, startOf(job, slot).Add(s.spreadDelay(job, slot)-job.ClaimAhead))
 }
 
 // spreadDelay is this instance's work-spread delay before its first claim
@@ -438,9 +450,9 @@ const maxMissedWalk = 10000
 // than maxLate at now, and returns the first slot that is not.
 func (s *Scheduler) skipMissed(e *entry, first, now time.Time) time.Time {
 	n, last, next := 1, first, e.sched.Next(first)
-	for !next.IsZero() && now.Sub(next) > e.job.MaxLate {
+	for !next.IsZero() && now.Sub(next) > lateFor(e.job, next) {
 		if n == maxMissedWalk {
-			next = e.sched.Next(now.Add(-e.job.MaxLate))
+			next = firstAfter(e.job, e.sched, now.Add(-e.job.MaxLate))
 			break
 		}
 		n, last, next = n+1, next, e.sched.Next(next)
@@ -536,13 +548,17 @@ const (
 // starved machine, a result recorded late) delays that slot instead of
 // costing it, as Kubernetes' Forbid starts a missed run once the active one
 // is gone, within its startingDeadlineSeconds.
+//
+// With jitter every instant is the run's start: maxLate after the start,
+// the next slot's claim before its own start, never before this start.
 func overlapHold(job config.Job, sc schedule.Schedule, slot time.Time) time.Time {
-	hold := slot.Add(job.MaxLate)
-	if next := sc.Next(slot); !next.IsZero() && next.Add(-job.ClaimAhead).Before(hold) {
-		hold = next.Add(-job.ClaimAhead)
+	start := startOf(job, slot)
+	hold := start.Add(job.MaxLate)
+	if next := sc.Next(slot); !next.IsZero() && startOf(job, next).Add(-job.ClaimAhead).Before(hold) {
+		hold = startOf(job, next).Add(-job.ClaimAhead)
 	}
-	if hold.Before(slot) {
-		return slot
+	if hold.Before(start) {
+		return start
 	}
 	return hold
 }
@@ -553,10 +569,11 @@ func overlapHold(job config.Job, sc schedule.Schedule, slot time.Time) time.Time
 // the stop began or the claim got no answer.
 func (s *Scheduler) claimFirst(ctx context.Context, job config.Job, slot, hold time.Time) (answered, bool) {
 	tok := claim.NewToken()
+	start := startOf(job, slot)
 	c, ok := s.claimRetrying(ctx, job, slot, tok, hold)
 	for poll := overlapPoll; ok && c.held(hold); {
-		at := slot
-		if !c.req.Now.Before(slot) {
+		at := start
+		if !c.req.Now.Before(start) {
 			if at = s.o.Clock.Now().Add(poll); at.After(hold) {
 				at = hold
 			}
@@ -587,7 +604,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 	first := !hold.IsZero()
 	req := claim.Request{
 		Job: job.Name, Slot: slot.UnixMilli(), Token: tok, Instance: s.o.Instance,
-		MaxLate: job.MaxLate, Lease: job.Lease, MaxAttempts: job.MaxAttempts,
+		MaxLate: lateFor(job, slot), Lease: job.Lease, MaxAttempts: job.MaxAttempts,
 		Overlap: claim.OverlapPolicy(job.Overlap),
 	}
 	log := s.o.Log.With(zap.String("job", job.Name), zap.Time("slot", slot),
@@ -611,7 +628,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 				return c, true
 			}
 			if s.o.Hooks.Claimed != nil {
-				s.o.Hooks.Claimed(job.Name, slot, res, took)
+				s.o.Hooks.Claimed(config.JobOfKey(job.Name), slot, res, took)
 			}
 			logAnswer(log, res)
 			c.leaseStart = req.Now
@@ -639,7 +656,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 			s.note(job.Name, slot, claim.StatusMissed, ReasonStoreRefused)
 			return answered{}, false
 		}
-		if first && s.o.Clock.Now().Sub(slot) > s.resendFor(job) {
+		if first && s.o.Clock.Now().Sub(slot) > s.resendFor(job, slot) {
 			log.Warn("claim abandoned: no answer from the store within maxLate of the slot (a lease more on a lease store)", zap.Error(err))
 			s.countMissed(job.Name, ReasonStoreUnreachable, 1)
 			s.note(job.Name, slot, claim.StatusMissed, ReasonStoreUnreachable)
@@ -688,11 +705,13 @@ var lossReason = map[claim.Outcome]string{
 // the run would be held by nobody until that lease ended and a backup took
 // it over, a whole lease late. Past it, such a copy's lease has run out
 // and the runner would not start on it anyway.
-func (s *Scheduler) resendFor(job config.Job) time.Duration {
+//
+// Both count from the run's start: maxLate is lateFor's.
+func (s *Scheduler) resendFor(job config.Job, slot time.Time) time.Duration {
 	if s.leaser == nil {
-		return job.MaxLate
+		return lateFor(job, slot)
 	}
-	return job.MaxLate + job.Lease
+	return lateFor(job, slot) + job.Lease
 }
 
 // callTimeout bounds one claim or read of job's runs: the job's heartbeat,
@@ -769,7 +788,7 @@ func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time, k
 		cancel()
 		switch {
 		case errors.Is(err, claim.ErrNotFound):
-			if kind == watchPending && !now.IsZero() && now.Sub(slot) <= job.MaxLate {
+			if kind == watchPending && !now.IsZero() && now.Sub(slot) <= lateFor(job, slot) {
 				s.health.ok("read")
 				continue
 			}
@@ -815,20 +834,26 @@ func (s *Scheduler) watch(ctx context.Context, job config.Job, slot time.Time, k
 func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answered) bool {
 	fence := c.req.Fence(c.res.Attempt)
 	// A claim sent ahead of its slot was won before it: the command starts
-	// at the slot, as it would have without the head start. A stop that
-	// comes at the slot's instant comes first.
-	if clock.SleepUntil(ctx, s.o.Clock, c.req.SlotTime()) != nil || ctx.Err() != nil {
+	// at the slot (plus its jitter), as it would have without the head
+	// start. A stop that comes at that instant comes first.
+	if clock.SleepUntil(ctx, s.o.Clock, startOf(job, c.req.SlotTime())) != nil || ctx.Err() != nil {
 		s.unstarted(job, c)
 		return true
 	}
 	s.running.Add(1)
 	defer s.running.Add(-1)
-	rep := s.o.Executor.Run(runCtx, runner.Execution{
-		Job: job, Fence: fence, Slot: c.req.SlotTime(), LeaseUntil: c.res.LeaseUntil, ClaimedAt: c.leaseStart,
-	})
-	if s.o.Hooks.Finished != nil {
-		s.o.Hooks.Finished(job.Name, c.req.SlotTime(), rep)
+	// The job is run under its own name (ANARCHON_JOB); the fence names
+	// the key its run was claimed under.
+	named := job
+	named.Name = config.JobOfKey(job.Name)
+	e := runner.Execution{
+		Job: named, Fence: fence, Slot: c.req.SlotTime(), LeaseUntil: c.res.LeaseUntil, ClaimedAt: c.leaseStart,
 	}
+	rep := s.o.Executor.Run(runCtx, e)
+	if s.o.Hooks.Finished != nil {
+		s.o.Hooks.Finished(named.Name, c.req.SlotTime(), rep)
+	}
+	s.afterRun(named, e, rep)
 	return rep.Recorded || ctx.Err() != nil
 }
 

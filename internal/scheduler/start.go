@@ -61,7 +61,7 @@ func (s *Scheduler) beginStart(ctx, runCtx context.Context, wg *sync.WaitGroup, 
 	}
 	for _, e := range s.jobs {
 		if _, ok := st.held[e]; !ok {
-			st.schedule(h, e, e.sched.Next(start))
+			st.schedule(h, e, firstAfter(e.job, e.sched, start))
 			order = append(order, e)
 		}
 	}
@@ -101,7 +101,7 @@ func (st *starter) expire(h *slotHeap, now time.Time) {
 		delete(st.held, e)
 		st.s.o.Log.Warn("catch-up given up: the store did not answer at start while a slot before it was within maxLate; scheduling the job from the start",
 			zap.String("job", e.job.Name), zap.Time("start", st.start), zap.Duration("maxLate", e.job.MaxLate))
-		st.schedule(h, e, e.sched.Next(st.start))
+		st.schedule(h, e, firstAfter(e.job, e.sched, st.start))
 	}
 }
 

@@ -61,7 +61,7 @@ func (l Liveness) Abandoned(r claim.Run) bool {
 	if !r.LeaseUntil.IsZero() {
 		return !l.StoreNow.IsZero() && r.LeaseUntil.Before(l.StoreNow)
 	}
-	bound, ok := l.Bounds[r.Job]
+	bound, ok := l.Bounds[config.JobOfKey(r.Job)] // a perInstance run's key names its job
 	return ok && !l.Now.IsZero() && !r.StartedAt.IsZero() && l.Now.Sub(r.StartedAt) > bound
 }
 

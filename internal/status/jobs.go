@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -26,21 +28,30 @@ type Job struct {
 	// Recent are the job's newest runs and notes, newest slot first, as
 	// many as ReadJobs was asked for (Recent[0] is Last).
 	Recent []claim.Run
+	// Tags are the tags an instance needs to schedule the job;
+	// PerInstance: every such instance runs each slot; NotHere: this
+	// instance lacks the tags (docs/spec.md#s6-placement).
+	Tags        []string
+	PerInstance bool
+	NotHere     bool
 }
 
 // JobRecord is one job as `jobs --json` prints it (docs/spec.md#s6-cli).
 type JobRecord struct {
-	Job          string  `json:"job"`
-	Schedule     string  `json:"schedule"`
-	Timezone     string  `json:"timezone"`
-	NextSlot     *string `json:"next_slot"`
-	NextSlotMs   *int64  `json:"next_slot_ms"`
-	Paused       bool    `json:"paused"`
-	PausedUntil  *string `json:"paused_until"`
-	PausedReason string  `json:"paused_reason"`
-	PausedBy     string  `json:"paused_by"`
-	LastStatus   *string `json:"last_status"`
-	LastSlotMs   *int64  `json:"last_slot_ms"`
+	Job          string   `json:"job"`
+	Schedule     string   `json:"schedule"`
+	Timezone     string   `json:"timezone"`
+	NextSlot     *string  `json:"next_slot"`
+	NextSlotMs   *int64   `json:"next_slot_ms"`
+	Paused       bool     `json:"paused"`
+	PausedUntil  *string  `json:"paused_until"`
+	PausedReason string   `json:"paused_reason"`
+	PausedBy     string   `json:"paused_by"`
+	LastStatus   *string  `json:"last_status"`
+	LastSlotMs   *int64   `json:"last_slot_ms"`
+	Tags         []string `json:"tags"`
+	PerInstance  bool     `json:"per_instance"`
+	RunsHere     bool     `json:"runs_here"`
 }
 
 // JobRecordOf converts j, sanitising what came from the crontab and the
@@ -49,6 +60,7 @@ type JobRecord struct {
 func JobRecordOf(j Job) JobRecord {
 	rec := JobRecord{
 		Job: sanitize.Line(j.Name), Schedule: sanitize.Line(j.Schedule), Timezone: sanitize.Line(j.Timezone),
+		Tags: append([]string{}, j.Tags...), PerInstance: j.PerInstance, RunsHere: !j.NotHere,
 	}
 	if !j.Next.IsZero() {
 		s, ms := j.Next.UTC().Format(time.RFC3339Nano), j.Next.UnixMilli()
@@ -83,7 +95,13 @@ func WriteJobsJSON(w io.Writer, jobs []Job) error {
 // WriteJobsTable prints the jobs as an aligned table with a header.
 func WriteJobsTable(w io.Writer, jobs []Job) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSCHEDULE\tZONE\tNEXT\tPAUSED\tLAST")
+	// RUNS ON only where a job does not simply run on one instance of any.
+	placed := slices.ContainsFunc(jobs, func(j Job) bool { return len(j.Tags) > 0 || j.PerInstance || j.NotHere })
+	head := "JOB\tSCHEDULE\tZONE\tNEXT\tPAUSED\tLAST"
+	if placed {
+		head += "\tRUNS ON"
+	}
+	fmt.Fprintln(tw, head)
 	for _, j := range jobs {
 		rec := JobRecordOf(j)
 		next, last := "-", "-"
@@ -97,7 +115,11 @@ func WriteJobsTable(w io.Writer, jobs []Job) error {
 			}
 			last += " " + time.UnixMilli(*rec.LastSlotMs).UTC().Format(time.RFC3339Nano)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rec.Job, rec.Schedule, rec.Timezone, next, pausedCell(rec), last)
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", rec.Job, rec.Schedule, rec.Timezone, next, pausedCell(rec), last)
+		if placed {
+			row += "\t" + runsOnCell(rec)
+		}
+		fmt.Fprintln(tw, row)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write jobs: %w", err)
@@ -119,6 +141,23 @@ func pausedCell(rec JobRecord) string {
 	}
 	if rec.PausedReason != "" {
 		s += ": " + rec.PausedReason
+	}
+	return s
+}
+
+// runsOnCell is the RUNS ON column: which instances schedule the job (any,
+// or those with its tags), "each" when every one of them runs every slot,
+// and "(not here)" when this instance lacks the tags.
+func runsOnCell(rec JobRecord) string {
+	s := "any"
+	if len(rec.Tags) > 0 {
+		s = "tags " + strings.Join(rec.Tags, ",")
+	}
+	if rec.PerInstance {
+		s += ", each"
+	}
+	if !rec.RunsHere {
+		s += " (not here)"
 	}
 	return s
 }

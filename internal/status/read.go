@@ -35,14 +35,15 @@ func ReadJobs(ctx context.Context, cfg *config.Config, b claim.Backend, now time
 	sem := make(chan struct{}, max(readers, 1))
 	var wg sync.WaitGroup
 	for i, j := range cfg.Jobs {
-		out[i] = Job{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Control: controls[j.Name], Now: now}
+		out[i] = Job{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Control: controls[j.Name], Now: now,
+			Tags: j.Tags, PerInstance: j.PerInstance, NotHere: !j.RunsOn(cfg.Tags)}
 		if sc, err := schedule.Parse(j.Schedule, j.Location); err == nil {
 			out[i].Next = sc.Next(now)
 		}
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			runs, err := b.ListRuns(ctx, claim.ListQuery{Job: j.Name, Limit: max(recent, 1)})
+			runs, err := ListRuns(ctx, b, cfg.Jobs, claim.ListQuery{Job: j.Name, Limit: max(recent, 1)})
 			if err != nil {
 				errs[i] = fmt.Errorf("store %s: list the runs of %s: %w", cfg.Backend.Describe(), j.Name, err)
 			} else if len(runs) > 0 {
@@ -86,10 +87,15 @@ type NextSlot struct {
 	Slot   string `json:"slot"`
 	SlotMs int64  `json:"slot_ms"`
 	Local  string `json:"local"`
+	// Start is when the run starts: the slot plus its jitter
+	// (docs/spec.md#s5-jitter), the same on every instance.
+	Start   string `json:"start"`
+	StartMs int64  `json:"start_ms"`
 }
 
-// NextSlots returns the next n slots of each job after from, in the jobs'
-// order; a job whose schedule does not parse is an error.
+// NextSlots returns, for each job in order, the next n runs that start
+// after from (with a jitter, a slot before from may still start after
+// it); a job whose schedule does not parse is an error.
 func NextSlots(jobs []config.Job, from time.Time, n int) ([]NextSlot, error) {
 	var out []NextSlot
 	for _, j := range jobs {
@@ -97,14 +103,61 @@ func NextSlots(jobs []config.Job, from time.Time, n int) ([]NextSlot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job %q: %w", j.Name, err)
 		}
-		t := from
-		for range n {
+		t := from.Add(-j.Jitter)
+		for i := 0; i < n; {
 			if t = sc.Next(t); t.IsZero() {
 				break
 			}
+			start := schedule.Start(j.Name, t, j.Jitter)
+			if !start.After(from) {
+				continue
+			}
+			i++
 			out = append(out, NextSlot{Job: j.Name, Slot: t.UTC().Format(time.RFC3339Nano),
-				SlotMs: t.UnixMilli(), Local: t.In(j.Location).Format(time.RFC3339Nano)})
+				SlotMs: t.UnixMilli(), Local: t.In(j.Location).Format(time.RFC3339Nano),
+				Start: start.UTC().Format(time.RFC3339Nano), StartMs: start.UnixMilli()})
 		}
 	}
 	return out, nil
+}
+
+// perInstanceScan is how many runs of every job a listing of a perInstance
+// job reads at least: its runs are recorded under one key per instance
+// (config.Job.Key), which a store lists only among every job's runs.
+const perInstanceScan = 1000
+
+// ListRuns lists q's runs. For a perInstance job of jobs they are every
+// instance's (the job's keys): the newest max(50 × limit, perInstanceScan)
+// runs of all jobs are read, and the job's kept.
+func ListRuns(ctx context.Context, b claim.Backend, jobs []config.Job, q claim.ListQuery) ([]claim.Run, error) {
+	if !perInstanceJob(jobs, q.Job) {
+		return b.ListRuns(ctx, q)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	all := q
+	all.Job, all.Limit = "", max(50*limit, perInstanceScan)
+	runs, err := b.ListRuns(ctx, all)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]claim.Run, 0, limit)
+	for _, r := range runs {
+		if len(out) < limit && config.JobOfKey(r.Job) == q.Job {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// perInstanceJob reports whether the job named is perInstance.
+func perInstanceJob(jobs []config.Job, name string) bool {
+	for _, j := range jobs {
+		if j.Name == name {
+			return j.PerInstance
+		}
+	}
+	return false
 }

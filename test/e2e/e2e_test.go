@@ -163,6 +163,8 @@ func params(st store, dir, root string) testscript.Params {
 			"catchupcheck":  cmdCatchUpCheck,
 			"accounted":     cmdAccounted,
 			"outcomes":      cmdOutcomes,
+			"hookcheck":     cmdHookCheck,
+			"jitterstarts":  cmdJitterStarts,
 			"api":           cmdAPI,
 			"apimatch":      cmdAPIMatch,
 			"browser":       cmdBrowser,
