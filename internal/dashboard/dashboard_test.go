@@ -407,3 +407,31 @@ func TestStoreDown(t *testing.T) {
 		t.Errorf("the API answers from the last read, saying so: %d %v", resp.StatusCode, resp.Header)
 	}
 }
+
+// TestPerInstanceJob: the runs of a perInstance job, under one key per
+// instance, are the job's in /api/v1/status?job= and in its strip.
+func TestPerInstanceJob(t *testing.T) {
+	b := memclaim.New(clock.Real{})
+	yml := "instance: i1\njobs:\n  - name: every\n    schedule: '* * * * * *'\n    perInstance: true\n    command: 'true'\n"
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "crontab.yaml"), []byte(yml), config.LoadOptions{Environ: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := time.Now().Truncate(time.Second).Add(-2 * time.Second).UnixMilli()
+	for _, inst := range []string{"i1", "i2"} {
+		req := claim.Request{Job: cfg.Jobs[0].Key(inst), Slot: slot, Token: claim.NewToken(), Instance: inst,
+			MaxLate: time.Minute, Lease: time.Minute, MaxAttempts: 1, Now: time.Now()}
+		if res, err := b.Claim(context.Background(), req); err != nil || res.Outcome != claim.Won {
+			t.Fatalf("claim %s: %v %v", req.Job, res, err)
+		}
+	}
+	srv := newServer(t, cfg, b)
+	var recs []status.Record
+	_, body := get(t, srv.URL+"/api/v1/status?job=every")
+	if err := json.Unmarshal([]byte(body), &recs); err != nil || len(recs) != 2 {
+		t.Fatalf("status?job=every: %s (%v), want the runs of both instances", body, err)
+	}
+	if _, page := get(t, srv.URL+"/"); !strings.Contains(page, `<span class="c running"`) {
+		t.Errorf("the strip lacks the running slot:\n%s", page)
+	}
+}
