@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -58,6 +59,9 @@ type Env struct {
 	Stdout, Stderr io.Writer
 	// Environ is the environment for ANARCHON_* overrides and for jobs.
 	Environ []string
+	// Ticks, when set, paces status --watch and jobs --watch instead of
+	// a ticker of WatchEvery (tests).
+	Ticks <-chan time.Time
 }
 
 // Main runs anarchond with args (without the program name) and returns the

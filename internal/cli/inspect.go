@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +17,6 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
-	"github.com/anarchon/anarchon/internal/schedule"
 	"github.com/anarchon/anarchon/internal/status"
 	"github.com/anarchon/anarchon/internal/store"
 )
@@ -75,18 +75,6 @@ func newValidateCmd(env Env) *cobra.Command {
 	return c
 }
 
-// nextSlot is one line of `next --json`.
-type nextSlot struct {
-	Job    string `json:"job"`
-	Slot   string `json:"slot"`
-	SlotMs int64  `json:"slot_ms"`
-	Local  string `json:"local"`
-	// Start is when the run starts: the slot plus its jitter
-	// (docs/spec.md#s5-jitter), the same on every instance.
-	Start   string `json:"start"`
-	StartMs int64  `json:"start_ms"`
-}
-
 // MaxNextCount bounds next's --count: the slots are collected before they
 // are printed (the table aligns its columns), and ten thousand per job
 // already cover a week of a job that runs every minute.
@@ -125,28 +113,9 @@ func newNextCmd(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out []nextSlot
-			for _, j := range jobs {
-				sc, err := schedule.Parse(j.Schedule, j.Location)
-				if err != nil {
-					return usageError(fmt.Errorf("job %q: %w", j.Name, err))
-				}
-				// The runs that start after t0: with a jitter, a slot
-				// before t0 may still start after it.
-				t := t0.Add(-j.Jitter)
-				for i := 0; i < n; {
-					if t = sc.Next(t); t.IsZero() {
-						break
-					}
-					start := schedule.Start(j.Name, t, j.Jitter)
-					if !start.After(t0) {
-						continue
-					}
-					i++
-					out = append(out, nextSlot{Job: j.Name, Slot: t.UTC().Format(time.RFC3339Nano),
-						SlotMs: t.UnixMilli(), Local: t.In(j.Location).Format(time.RFC3339Nano),
-						Start: start.UTC().Format(time.RFC3339Nano), StartMs: start.UnixMilli()})
-				}
+			out, err := status.NextSlots(jobs, t0, n)
+			if err != nil {
+				return usageError(err)
 			}
 			if asJSON {
 				enc := json.NewEncoder(env.Stdout)
@@ -204,6 +173,7 @@ func newStatusCmd(env Env) *cobra.Command {
 		asJSON bool
 		filter status.Filter
 		outc   string
+		watchF bool
 	)
 	c := &cobra.Command{
 		Use:   "status",
@@ -233,6 +203,13 @@ func newStatusCmd(env Env) *cobra.Command {
 					return usageError(fmt.Errorf("--outcome: %w", err))
 				}
 			}
+			q := claim.ListQuery{Job: job, Limit: limit, Statuses: filter.Query()}
+			if watchF {
+				if asJSON {
+					return usageError(errWatchJSON)
+				}
+				return watchStatus(c.Context(), env, cfg, q, filter)
+			}
 			ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
 			defer cancel()
 			b, err := cfg.OpenStore(ctx, zap.NewNop(), nil)
@@ -240,11 +217,10 @@ func newStatusCmd(env Env) *cobra.Command {
 				return runtimeError(err)
 			}
 			defer b.Close()
-			runs, err := listRuns(ctx, b, cfg, claim.ListQuery{Job: job, Limit: limit, Statuses: filter.Query()})
+			runs, err := readStatus(ctx, b, cfg, q, filter)
 			if err != nil {
-				return runtimeError(fmt.Errorf("list runs: %w", err))
+				return runtimeError(err)
 			}
-			runs = filter.Keep(liveness(ctx, b, cfg, runs).Mark(runs))
 			runs = annotate(ctx, env, b, runs)
 			if asJSON {
 				err = status.WriteJSON(env.Stdout, runs)
@@ -263,27 +239,38 @@ func newStatusCmd(env Env) *cobra.Command {
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per run")
 	c.Flags().BoolVar(&filter.All, "all", false, "every outcome, the slots no attempt ran too")
 	c.Flags().StringVar(&outc, "outcome", "", "only these outcomes, comma-separated (e.g. skipped,missed)")
+	c.Flags().BoolVar(&watchF, "watch", false, "redraw the table every second until Ctrl-C")
 	return c
 }
 
+// watchStatus is status --watch: the table redrawn every second.
+func watchStatus(ctx context.Context, env Env, cfg *config.Config, q claim.ListQuery, filter status.Filter) error {
+	b, closeFn, err := openForWatch(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	return watch(ctx, env, "status", func(ctx context.Context, w *bytes.Buffer) error {
+		runs, err := readStatus(ctx, b, cfg, q, filter)
+		if err != nil {
+			return err
+		}
+		return status.WriteTable(w, annotate(ctx, env, b, runs))
+	})
+}
+
+// readStatus reads the runs q selects (a perInstance job's under every
+// instance's key) and marks the abandoned ones.
+func readStatus(ctx context.Context, b claim.Backend, cfg *config.Config, q claim.ListQuery, filter status.Filter) ([]claim.Run, error) {
+	runs, err := listRuns(ctx, b, cfg, q)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return filter.Keep(liveness(ctx, b, cfg, runs).Mark(runs)), nil
+}
+
 // liveness is what status needs to show the runs left running with no
-// live runner as abandoned: on a lease store the store's clock, read with
-// the first running run (a store that does not answer leaves every run as
-// it is); on a claim-only store this host's clock and the jobs' bounds.
+// live runner as abandoned (status.LivenessOf).
 func liveness(ctx context.Context, b claim.Backend, cfg *config.Config, runs []claim.Run) status.Liveness {
-	l := status.Liveness{Now: clock.Real{}.Now(), Bounds: status.BoundsOf(cfg.Jobs)}
-	leaser, ok := b.(claim.Leaser)
-	if !ok {
-		return l
-	}
-	for _, r := range runs {
-		if r.Status != claim.StatusRunning {
-			continue
-		}
-		if _, now, err := leaser.Read(ctx, r.Job, r.Slot); err == nil || errors.Is(err, claim.ErrNotFound) {
-			l.StoreNow = now
-		}
-		break
-	}
-	return l
+	return status.LivenessOf(ctx, b, cfg.Jobs, clock.Real{}.Now(), runs)
 }

@@ -1,27 +1,23 @@
 package cli
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
-	"github.com/anarchon/anarchon/internal/schedule"
 	"github.com/anarchon/anarchon/internal/status"
 )
-
-// jobsReaders bounds the reads of the jobs' newest runs in flight.
-const jobsReaders = 8
 
 func newJobsCmd(env Env) *cobra.Command {
 	var (
 		cf     configFlags
 		asJSON bool
+		watchF bool
 	)
 	c := &cobra.Command{
 		Use:   "jobs",
@@ -37,6 +33,12 @@ func newJobsCmd(env Env) *cobra.Command {
 			cfg, err := cf.load(env)
 			if err != nil {
 				return err
+			}
+			if watchF {
+				if asJSON {
+					return usageError(errWatchJSON)
+				}
+				return watchJobs(c.Context(), env, cfg)
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), storeTimeout)
 			defer cancel()
@@ -62,50 +64,40 @@ func newJobsCmd(env Env) *cobra.Command {
 	}
 	cf.register(c, env)
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per job")
+	c.Flags().BoolVar(&watchF, "watch", false, "redraw the table every second until Ctrl-C")
 	return c
 }
 
-// readJobs is every job of cfg with its next slot, its control record and
-// its newest run or note: the control records in one read, the runs one
-// read per job, jobsReaders at a time.
-func readJobs(ctx context.Context, env Env, cfg *config.Config, b claim.Backend) ([]status.Job, error) {
-	now := clock.Real{}.Now()
-	controls := map[string]claim.Control{}
-	if ctl, err := claim.ControllerOf(b, cfg.Backend.Type); err != nil {
-		fmt.Fprintf(env.Stderr, "anarchond: note: %v\n", err)
-	} else {
-		all, err := ctl.Controls(ctx)
+// watchJobs is jobs --watch: the table redrawn every second; a store
+// without control records is noted in the frame.
+func watchJobs(ctx context.Context, env Env, cfg *config.Config) error {
+	b, closeFn, err := openForWatch(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	return watch(ctx, env, "jobs", func(ctx context.Context, w *bytes.Buffer) error {
+		jobs, err := readJobs(ctx, Env{Stderr: w}, cfg, b)
 		if err != nil {
-			return nil, runtimeError(fmt.Errorf("store %s: %w", cfg.Backend.Describe(), err))
+			return err
 		}
-		for _, c := range all {
-			controls[c.Job] = c
-		}
-	}
-	out := make([]status.Job, len(cfg.Jobs))
-	errs := make([]error, len(cfg.Jobs))
-	sem := make(chan struct{}, jobsReaders)
-	var wg sync.WaitGroup
-	for i, j := range cfg.Jobs {
-		out[i] = status.Job{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Control: controls[j.Name], Now: now,
-			Tags: j.Tags, PerInstance: j.PerInstance, NotHere: !j.RunsOn(cfg.Tags)}
-		if sc, err := schedule.Parse(j.Schedule, j.Location); err == nil {
-			out[i].Next = sc.Next(now)
-		}
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			runs, err := listRuns(ctx, b, cfg, claim.ListQuery{Job: j.Name, Limit: 1})
-			if err != nil {
-				errs[i] = fmt.Errorf("store %s: list the runs of %s: %w", cfg.Backend.Describe(), j.Name, err)
-			} else if len(runs) > 0 {
-				out[i].Last = &runs[0]
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+		return status.WriteJobsTable(w, jobs)
+	})
+}
+
+// jobsReaders bounds the reads of the jobs' newest runs in flight.
+const jobsReaders = 8
+
+// readJobs is every job of cfg with its next slot, its control record and
+// its newest run or note (status.ReadJobs); a store without control
+// records is noted on stderr.
+func readJobs(ctx context.Context, env Env, cfg *config.Config, b claim.Backend) ([]status.Job, error) {
+	jobs, note, err := status.ReadJobs(ctx, cfg, b, clock.Real{}.Now(), 1, jobsReaders)
+	if err != nil {
 		return nil, runtimeError(err)
 	}
-	return out, nil
+	if note != "" {
+		fmt.Fprintf(env.Stderr, "anarchond: note: %s\n", note)
+	}
+	return jobs, nil
 }

@@ -39,9 +39,11 @@ type Config struct {
 	// Watch reloads the crontab when its file changes, as SIGHUP does.
 	Watch   bool
 	Metrics Metrics
-	Log     Log
-	Backend Backend
-	Jobs    []Job
+	// Dashboard is the web dashboard on the metrics listener.
+	Dashboard Dashboard
+	Log       Log
+	Backend   Backend
+	Jobs      []Job
 	// Warnings are problems that do not stop the daemon (no jobs, unknown
 	// ANARCHON_* variables, a writable file accepted for development, ...),
 	// one line each, formatted like an Error.

@@ -23,6 +23,7 @@ func TestBuiltinDefaults(t *testing.T) {
 		Namespace:     "cron",
 		ShutdownGrace: 30 * time.Second,
 		Metrics:       Metrics{Listen: "127.0.0.1:9464"},
+		Dashboard:     Dashboard{Refresh: 5 * time.Second},
 		Log:           Log{Level: "info", Format: "auto"},
 		Backend: Backend{
 			Type:      "sqlite",
@@ -447,8 +448,8 @@ func TestEnvThroughViper(t *testing.T) {
 			t.Errorf("%s: viper (%s, %q, %v), list (%s, %q, %v)", ps.path, n1, v1, ok1, n2, v2, ok2)
 		}
 	}
-	if len(paths) != 75 {
-		t.Errorf("%d overridable settings, want 75: update the docs' table", len(paths))
+	if len(paths) != 78 {
+		t.Errorf("%d overridable settings, want 78: update the docs' table", len(paths))
 	}
 }
 

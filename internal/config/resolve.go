@@ -561,6 +561,7 @@ func (p *parser) resolve() *Config {
 	cfg.StateDir = p.anchor(str("stateDir", "", nil).val)
 	cfg.Tags = get(p, vals, "tags", setting[[]string]{}, p.asStrings, checkTags).val
 	cfg.Metrics.Listen = str("metrics.listen", defaultMetricsListen, checkListen).val
+	p.resolveDashboard(cfg)
 	cfg.Log.Level = str("log.level", defaultLogLevel, store.OneOf(logLevels...)).val
 	cfg.Log.Format = str("log.format", defaultLogFormat, store.OneOf(logFormats...)).val
 

@@ -97,6 +97,11 @@ func rootSpecs() []*spec {
 		{key: "metrics", kind: kindMap, children: []*spec{
 			{key: "listen", kind: kindString},
 		}},
+		{key: "dashboard", kind: kindMap, children: []*spec{
+			{key: "enabled", kind: kindBool},
+			{key: "tokenFile", kind: kindString},
+			{key: "refreshMs", kind: kindInt},
+		}},
 		{key: "log", kind: kindMap, children: []*spec{
 			{key: "level", kind: kindString},
 			{key: "format", kind: kindString},

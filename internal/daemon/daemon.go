@@ -23,6 +23,7 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/dashboard"
 	"github.com/anarchon/anarchon/internal/metrics"
 	"github.com/anarchon/anarchon/internal/runner"
 	"github.com/anarchon/anarchon/internal/scheduler"
@@ -55,14 +56,22 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	var serving sync.WaitGroup
 	sctx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() { stopServing(); serving.Wait() }()
+	dash, err := newDashboard(cfg, o)
+	if err != nil {
+		return err
+	}
 	if cfg.Metrics.Listen != "" {
 		ln, err := m.Listen(cfg.Metrics.Listen)
 		if err != nil {
 			return err
 		}
 		log.Info("serving /metrics, /healthz and /readyz", zap.String("addr", ln.Addr().String()))
+		if dash != nil {
+			log.Info("serving the dashboard on / and its API on /api/v1/", zap.String("addr", ln.Addr().String()),
+				zap.Bool("actions", dash.ActionsEnabled()))
+		}
 		serving.Go(func() {
-			if err := m.Serve(sctx, ln); err != nil {
+			if err := m.ServeWith(sctx, ln, dash.Handler()); err != nil {
 				log.Error("metrics server stopped", zap.Error(err))
 			}
 		})
@@ -81,6 +90,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	}
 	defer b.Close()
 	m.StoreAnswered()
+	dash.SetBackend(b)
 
 	r := &runner.Runner{
 		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance,
@@ -139,7 +149,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			return err
 		}
 	}
-	workers.Go(func() { reloadLoop(wctx, reloads, cfg, s, o.Reload, m, log) })
+	workers.Go(func() { reloadLoop(wctx, reloads, cfg, s, o.Reload, m, dash, log) })
 	workers.Go(func() { probeStore(wctx, b, o.Clock, m, log) })
 	workers.Go(func() { watchdog(wctx, o.Clock) })
 	workers.Go(func() {
@@ -245,7 +255,7 @@ func openStore(ctx context.Context, cfg *config.Config, clk clock.Clock, log *za
 // changed with watch: true). A valid file replaces the jobs; an invalid one
 // is logged with every problem and counted, and the old crontab keeps
 // running. Changes outside jobs (backend, instance) need a restart.
-func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, s *scheduler.Scheduler, load func() (*config.Config, error), m *metrics.Metrics, log *zap.Logger) {
+func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, s *scheduler.Scheduler, load func() (*config.Config, error), m *metrics.Metrics, dash *dashboard.Dashboard, log *zap.Logger) {
 	for {
 		var why string
 		select {
@@ -285,6 +295,7 @@ func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, 
 		cur = next
 		logNotHere(log, next)
 		m.Jobs(next.Jobs)
+		dash.SetConfig(next)
 		releaseMemory()
 	}
 }

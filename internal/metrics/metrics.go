@@ -300,9 +300,32 @@ func (m *Metrics) Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// headerTimeout is how long a client may take to send its request's
+// headers; the whole request may take twice as long, and taking the answer
+// six times (a variable for tests).
+var headerTimeout = 5 * time.Second
+
 // Serve serves the handler on ln until ctx ends.
 func (m *Metrics) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	return m.ServeWith(ctx, ln, nil)
+}
+
+// ServeWith serves the handler on ln until ctx ends, and extra (the
+// dashboard), when not nil, on every other path. A slow client is cut off:
+// its request must arrive within 10 s and its answer be taken within 30 s,
+// so that no client holds the daemon's resources.
+func (m *Metrics) ServeWith(ctx context.Context, ln net.Listener, extra http.Handler) error {
+	h := m.Handler()
+	if extra != nil {
+		mux := http.NewServeMux()
+		for _, p := range []string{"/metrics", "/healthz", "/readyz"} {
+			mux.Handle(p, h)
+		}
+		mux.Handle("/", extra)
+		h = mux
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, ReadTimeout: 2 * headerTimeout,
+		WriteTimeout: 6 * headerTimeout, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -25,6 +25,9 @@ type Job struct {
 	Now     time.Time
 	// Last is the job's newest run or note; nil when the store has none.
 	Last *claim.Run
+	// Recent are the job's newest runs and notes, newest slot first, as
+	// many as ReadJobs was asked for (Recent[0] is Last).
+	Recent []claim.Run
 	// Tags are the tags an instance needs to schedule the job;
 	// PerInstance: every such instance runs each slot; NotHere: this
 	// instance lacks the tags (docs/spec.md#s6-placement).

@@ -130,6 +130,8 @@ func params(st store, dir, root string) testscript.Params {
 				return st.namesWinner, nil
 			case "lease":
 				return st.Settings.Leases(), nil
+			case "chromium":
+				return condChromium()
 			}
 			name, ok := strings.CutPrefix(cond, "store:")
 			if !ok {
@@ -163,6 +165,10 @@ func params(st store, dir, root string) testscript.Params {
 			"outcomes":      cmdOutcomes,
 			"hookcheck":     cmdHookCheck,
 			"jitterstarts":  cmdJitterStarts,
+			"api":           cmdAPI,
+			"apimatch":      cmdAPIMatch,
+			"browser":       cmdBrowser,
+			"clusterpage":   cmdClusterPage,
 		},
 	}
 }

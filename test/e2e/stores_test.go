@@ -90,6 +90,9 @@ func stores() ([]store, error) {
 		if network && leases {
 			st.dirs = append(st.dirs, dirNetworkLease)
 		}
+		if t.Name == "sqlite" {
+			st.dirs = append(st.dirs, dirDashboard)
+		}
 		out = append(out, st)
 	}
 	return out, nil
