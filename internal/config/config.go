@@ -116,7 +116,7 @@ type Job struct {
 	Lease           time.Duration
 	Heartbeat       time.Duration
 	MaxAttempts     int
-	Overlap         string // skip | allow
+	Overlap         string // skip | allow | replace | queue
 	CatchUp         string // none | latest | all: the slots missed while every instance was down that a start runs
 	Timeout         time.Duration
 	KillGrace       time.Duration

@@ -67,7 +67,7 @@ var (
 
 	logLevels      = []string{"debug", "info", "warn", "error"}
 	logFormats     = []string{"auto", "console", "json"}
-	overlapChoices = []string{"skip", "allow"}
+	overlapChoices = []string{"skip", "allow", "replace", "queue"}
 	catchUpChoices = []string{CatchUpNone, CatchUpLatest, CatchUpAll}
 
 	// jobReservedEnv are set by the daemon for every run
@@ -726,9 +726,10 @@ func (p *parser) checkRetention(retention setting[time.Duration], infos []jobInf
 		worst.pol.maxLate.val, retention.val, maxLate)
 }
 
-// checkOverlap refuses overlap: skip on a claim-only backend: its store
-// keeps no lease to see the job's previous run by, so skip would silently
-// not be enforced. Reported once where it is set (a job, or defaults).
+// checkOverlap refuses overlap: skip, replace and queue on a claim-only
+// backend: its store keeps no lease to see the job's previous run by, so
+// they would silently not be enforced. Reported once where it is set (a
+// job, or defaults).
 func (p *parser) checkOverlap(b *Backend, infos []jobInfo) {
 	if b.Store == nil || b.Leases() {
 		return
@@ -736,12 +737,23 @@ func (p *parser) checkOverlap(b *Backend, infos []jobInfo) {
 	seen := map[*value]bool{}
 	for _, in := range infos {
 		ov := in.pol.overlap
-		if ov.val != "skip" || ov.at == nil || seen[ov.at] {
+		if ov.val == "allow" || ov.at == nil || seen[ov.at] {
 			continue
 		}
 		seen[ov.at] = true
-		p.errorf(ov.at, "overlap: skip cannot be enforced on backend %s: a claim-only store remembers that a slot was claimed, not whether its run still runs; use overlap: allow (the default there), or a backend that keeps leases (docs/backends.md)", b.Describe())
+		p.errorf(ov.at, "overlap: %s cannot be enforced on backend %s: %s; use overlap: allow (the default there), or a backend that keeps leases (docs/backends.md)",
+			ov.val, b.Describe(), overlapWhy[ov.val])
 	}
+}
+
+// overlapWhy says why a claim-only store cannot hold each exclusive
+// overlap policy.
+var overlapWhy = map[string]string{
+	"skip": "a claim-only store remembers that a slot was claimed, not whether its run still runs",
+	"replace": "a claim-only store remembers that a slot was claimed, not whether its run still runs, " +
+		"so the next slot's claim cannot wait for the replaced command to stop and both would run at once",
+	"queue": "a claim-only store remembers that a slot was claimed, not whether its run still runs, " +
+		"so a waiting slot cannot learn when the running one ends",
 }
 
 // checkClaimOnly applies docs/spec.md#s2 to the backends whose memory of a

@@ -537,6 +537,9 @@ const (
 // costing it, as Kubernetes' Forbid starts a missed run once the active one
 // is gone, within its startingDeadlineSeconds.
 func overlapHold(job config.Job, sc schedule.Schedule, slot time.Time) time.Time {
+	if claim.OverlapPolicy(job.Overlap) == claim.OverlapQueue {
+		return queueHold(job, sc, slot)
+	}
 	hold := slot.Add(job.MaxLate)
 	if next := sc.Next(slot); !next.IsZero() && next.Add(-job.ClaimAhead).Before(hold) {
 		hold = next.Add(-job.ClaimAhead)
@@ -587,7 +590,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 	first := !hold.IsZero()
 	req := claim.Request{
 		Job: job.Name, Slot: slot.UnixMilli(), Token: tok, Instance: s.o.Instance,
-		MaxLate: job.MaxLate, Lease: job.Lease, MaxAttempts: job.MaxAttempts,
+		MaxLate: claimMaxLate(job, slot, hold), Lease: job.Lease, MaxAttempts: job.MaxAttempts,
 		Overlap: claim.OverlapPolicy(job.Overlap),
 	}
 	log := s.o.Log.With(zap.String("job", job.Name), zap.Time("slot", slot),
@@ -825,6 +828,7 @@ func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answe
 	defer s.running.Add(-1)
 	rep := s.o.Executor.Run(runCtx, runner.Execution{
 		Job: job, Fence: fence, Slot: c.req.SlotTime(), LeaseUntil: c.res.LeaseUntil, ClaimedAt: c.leaseStart,
+		Replace: s.replacerOf(job),
 	})
 	if s.o.Hooks.Finished != nil {
 		s.o.Hooks.Finished(job.Name, c.req.SlotTime(), rep)

@@ -1,0 +1,83 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/runner"
+	"github.com/anarchon/anarchon/internal/schedule"
+)
+
+// The overlap policies replace and queue (docs/spec.md#s3-1-replace,
+// docs/spec.md#s3-1-queue). The store decides both as skip: a slot that
+// finds another live run of the job is answered overlap. Around that
+// answer:
+//
+//   - replace: the running attempt stops its command at the job's next
+//     slot (runner.Replacer) and records the run replaced; the next slot's
+//     claim, answered overlap meanwhile, is held and asked again (the
+//     overlap hold) and wins as soon as that result is recorded. Two
+//     commands of the job never run at once.
+//   - queue: the overlap hold of a slot lasts until the job's next slot is
+//     claimed, however short maxLate is, and its claims carry a maxLate
+//     counted from the end of that wait, so that the store does not answer
+//     late to a slot that waited. The next slot's claim begins only once the
+//     earlier slot's hold is over (the job's claims go in slot order), so
+//     at most one slot of a job waits on each instance: a newer one
+//     displaces it, and the displaced one is recorded skipped (overlap).
+
+// replacer is the runner.Replacer of a job with overlap: replace: the
+// job's schedule, and its pause as this instance last read it.
+type replacer struct {
+	job    string
+	sched  schedule.Schedule
+	pauses *pauses
+}
+
+// Next is the job's first slot after t.
+func (r replacer) Next(t time.Time) time.Time { return r.sched.Next(t) }
+
+// Runs reports whether slot is to run: the job is not paused at it.
+func (r replacer) Runs(slot time.Time) bool {
+	_, paused := r.pauses.holds(r.job, slot)
+	return !paused
+}
+
+// replacerOf is the runner.Replacer of job: nil unless its overlap is
+// replace.
+func (s *Scheduler) replacerOf(job config.Job) runner.Replacer {
+	if claim.OverlapPolicy(job.Overlap) != claim.OverlapReplace {
+		return nil
+	}
+	sc, err := schedule.Parse(job.Schedule, job.Location)
+	if err != nil {
+		return nil // New parsed it already: never happens
+	}
+	return replacer{job: job.Name, sched: sc, pauses: s.pauses}
+}
+
+// queueHold is overlapHold for overlap: queue: until the job's next slot
+// is claimed, maxLate after the slot when there is no next slot.
+func queueHold(job config.Job, sc schedule.Schedule, slot time.Time) time.Time {
+	next := sc.Next(slot)
+	if next.IsZero() {
+		return slot.Add(job.MaxLate)
+	}
+	if hold := next.Add(-job.ClaimAhead); hold.After(slot) {
+		return hold
+	}
+	return slot
+}
+
+// claimMaxLate is the maxLate a claim of slot carries: the job's, or, for
+// a first claim of a job with overlap: queue, the wait (until hold) plus
+// the job's maxLate: the store's late check counts maxLate from the end
+// of the wait, so that the claim sent as the wait ends, a moment after
+// hold, is answered overlap or won, never late.
+func claimMaxLate(job config.Job, slot, hold time.Time) time.Duration {
+	if claim.OverlapPolicy(job.Overlap) != claim.OverlapQueue || hold.IsZero() {
+		return job.MaxLate
+	}
+	return max(hold.Sub(slot), 0) + job.MaxLate
+}
