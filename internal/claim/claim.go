@@ -372,3 +372,28 @@ type Pruner interface {
 	// many it deleted.
 	Prune(ctx context.Context, olderThan time.Duration) (int64, error)
 }
+
+// CountPruner is a backend that keeps at most a number of each job's
+// newest slots (keepRuns, docs/spec.md#s6-keep-runs).
+type CountPruner interface {
+	// PruneKeep deletes job's runs and notes that are not among its keep
+	// newest slots, whose slot is older than store now - olderThan, and
+	// that are not running (a running run is never deleted, whatever its
+	// lease), with their history; it returns how many it deleted. keep
+	// must be at least 1, and olderThan must exceed the job's maxLate: a
+	// pruned slot that is not yet late would be won again.
+	PruneKeep(ctx context.Context, job string, keep int, olderThan time.Duration) (int64, error)
+}
+
+// CheckKeep refuses the arguments of a PruneKeep no store should act on.
+func CheckKeep(job string, keep int, olderThan time.Duration) error {
+	switch {
+	case job == "":
+		return errors.New("prune keep: empty job name")
+	case keep < 1:
+		return fmt.Errorf("prune keep %s: keep %d is less than 1", job, keep)
+	case olderThan < 0:
+		return fmt.Errorf("prune keep %s: negative age %v", job, olderThan)
+	}
+	return nil
+}

@@ -122,6 +122,11 @@ type Job struct {
 	KillGrace       time.Duration
 	Shell           string
 	OutputTailBytes int
+	// KeepRuns, when positive, is how many of the job's newest slots
+	// (runs and notes) the store keeps; the older ones are pruned
+	// (docs/spec.md#s6-keep-runs). 0: no such bound (backend.retention
+	// alone).
+	KeepRuns int
 	// InheritEnv names the daemon's environment variables the job gets
 	// besides its clean environment (docs/spec.md#s6-jobs); never ANARCHON_*.
 	InheritEnv []string

@@ -446,8 +446,8 @@ func TestEnvThroughViper(t *testing.T) {
 			t.Errorf("%s: viper (%s, %q, %v), list (%s, %q, %v)", ps.path, n1, v1, ok1, n2, v2, ok2)
 		}
 	}
-	if len(paths) != 66 {
-		t.Errorf("%d overridable settings, want 66: update the docs' table", len(paths))
+	if len(paths) != 67 {
+		t.Errorf("%d overridable settings, want 67: update the docs' table", len(paths))
 	}
 }
 

@@ -44,6 +44,8 @@ const (
 
 // Limits.
 const (
+	// MaxKeepRuns bounds keepRuns.
+	MaxKeepRuns = 1_000_000
 	// MaxOutputTailBytes bounds outputTailBytes.
 	MaxOutputTailBytes = 1 << 20
 	// MaxClaimSpreadMs bounds claimSpreadMs: the spread only has to outrun
@@ -350,6 +352,7 @@ type policy struct {
 	shell        setting[string]
 	outputTail   setting[int64]
 	inheritEnv   setting[[]string]
+	keepRuns     setting[int64] // 0: not set
 }
 
 // DefaultClaimAheadMs is the built-in claimAheadMs of backendType: its
@@ -412,6 +415,7 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	pol.shell = get(p, vals, prefix+"shell", base.shell, p.asString, store.NotEmpty)
 	pol.outputTail = get(p, vals, prefix+"outputTailBytes", base.outputTail, p.asInt, store.IntRange(0, MaxOutputTailBytes))
 	pol.inheritEnv = get(p, vals, prefix+"inheritEnv", base.inheritEnv, p.asEnvNames, nil)
+	pol.keepRuns = get(p, vals, prefix+"keepRuns", base.keepRuns, p.asInt, store.IntRange(1, MaxKeepRuns))
 	return pol
 }
 
@@ -561,6 +565,7 @@ func (p *parser) resolve() *Config {
 	p.checkRetention(retention, infos)
 	p.checkClaimOnly(b, typ, infos)
 	p.checkOverlap(b, infos)
+	p.checkKeepRuns(b, infos)
 
 	if cfg.Instance == "" {
 		cfg.Instance = p.defaultInstance()
@@ -633,6 +638,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.Shell = pol.shell.val
 	j.OutputTailBytes = int(pol.outputTail.val)
 	j.InheritEnv = pol.inheritEnv.val
+	j.KeepRuns = int(pol.keepRuns.val)
 
 	info := jobInfo{name: rj.name, pol: pol}
 	sched := str("schedule", func(s string) string {

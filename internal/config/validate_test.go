@@ -198,6 +198,17 @@ var errorCases = []struct {
 		}},
 	{name: "overlap replace on redis script", yaml: "backend:\n  type: redis\n  redis:\n    strategy: script\njobs:\n" + job("a") + "    overlap: replace\n",
 		want: []string{`9:jobs[0].overlap:overlap: replace cannot be enforced on backend redis script (redis://127.0.0.1:6379/0)`}},
+	{name: "keepRuns out of range", yaml: "defaults:\n  keepRuns: 0\njobs:\n" + job("a") + "    keepRuns: 1000001\n" + job("b") + "    keepRuns: ten\n",
+		want: []string{
+			`2:defaults.keepRuns:must be between 1 and 1000000, not 0`,
+			`7:jobs[0].keepRuns:must be between 1 and 1000000, not 1000001`,
+			`11:jobs[1].keepRuns:must be an integer`,
+		}},
+	{name: "keepRuns on a claim-only backend", yaml: "backend:\n  type: nats\ndefaults:\n  keepRuns: 5\njobs:\n" + job("a") + job("b") + "    keepRuns: 2\n",
+		want: []string{
+			`4:defaults.keepRuns:keepRuns cannot be enforced on backend nats (nats://127.0.0.1:4222, stream ANARCHON): a claim-only store forgets its runs by its own retention and cannot delete a job's older runs; remove keepRuns, or use a backend that keeps leases (docs/backends.md)`,
+			`12:jobs[1].keepRuns:keepRuns cannot be enforced on backend nats`,
+		}},
 	{name: "catch-up not a policy", yaml: "defaults:\n  catchUp: oldest\njobs:\n" + job("a") + "    catchUp: All\n" + job("b") + "    catchUp: 3\n",
 		want: []string{
 			`2:defaults.catchUp:must be one of none, latest, all; not "oldest"`,

@@ -127,6 +127,8 @@ type Scheduler struct {
 	notes *notes
 	// pauses are the jobs' control records as last read (pause.go).
 	pauses *pauses
+	// keep are the jobs with keepRuns (keep.go).
+	keep *keeper
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -173,6 +175,8 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	s.notes = newNotes(o.Backend)
 	s.pauses = newPauses(o.Backend, o.ControlPoll)
 	s.peers.log = o.Log
+	s.keep = newKeeper()
+	s.keep.set(entries)
 	return s, nil
 }
 
@@ -200,6 +204,7 @@ func (s *Scheduler) Reload(ctx context.Context, jobs []config.Job) error {
 	}
 	select {
 	case s.reload <- entries:
+		s.keep.set(entries)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -217,6 +222,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	if p, ok := s.o.Backend.(claim.Pruner); ok && s.o.Retention > 0 {
 		wg.Go(func() { s.pruneLoop(ctx, p) })
+	}
+	if p, ok := s.o.Backend.(claim.CountPruner); ok {
+		wg.Go(func() { s.keepLoop(ctx, p) })
 	}
 	if s.notes.rec != nil {
 		wg.Go(func() { s.recordNotes(ctx) })

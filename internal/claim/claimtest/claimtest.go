@@ -228,6 +228,12 @@ func Exercise(t *testing.T, h Harness) {
 			s.run(t, "IsPermanent", s.testRefusedIsPermanent)
 		})
 	}
+	if _, ok := probe.(claim.CountPruner); ok && leaser {
+		t.Run("Keep", func(t *testing.T) {
+			s.run(t, "KeepsTheNewest", s.testKeep)
+			s.run(t, "RefusesBadArgs", s.testKeepRefusesBadArgs)
+		})
+	}
 	if pruner {
 		t.Run("Prune", func(t *testing.T) {
 			s.run(t, "DeletesOldFinished", s.testPrune)
