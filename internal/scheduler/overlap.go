@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"time"
 
 	"github.com/anarchon/anarchon/internal/claim"
@@ -80,4 +81,60 @@ func claimMaxLate(job config.Job, slot, hold time.Time) time.Duration {
 		return job.MaxLate
 	}
 	return max(hold.Sub(slot), 0) + job.MaxLate
+}
+
+// watcher is how a queued slot waits: between its claims it reads the
+// run that holds the job (Leaser.Read, a plain read), and asks the claim
+// again only once that run is final or its lease has ended, or the wait
+// is over. A claim that waits may be held for a whole period, where skip
+// waits at most maxLate: the reads spare the store a claim (on sqlite a
+// write transaction) per poll. Nil for the other policies: live is then
+// always false.
+type watcher struct {
+	s      *Scheduler
+	job    config.Job
+	slot   int64
+	holder int64 // the slot of the run that holds the job; 0: not found yet
+}
+
+// holderWatch is slot's watcher: nil unless the job's overlap is queue on
+// a lease store.
+func (s *Scheduler) holderWatch(job config.Job, slot time.Time) *watcher {
+	if claim.OverlapPolicy(job.Overlap) != claim.OverlapQueue || s.leaser == nil {
+		return nil
+	}
+	return &watcher{s: s, job: job, slot: slot.UnixMilli()}
+}
+
+// live reports whether the run holding the job is still live, before
+// hold; false (ask the claim) when it ended, when it cannot be found or
+// read, and at or after hold (the last claim).
+func (w *watcher) live(ctx context.Context, hold time.Time) bool {
+	if w == nil || !w.s.o.Clock.Now().Before(hold) {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.s.callTimeout(w.job))
+	defer cancel()
+	if w.holder == 0 {
+		runs, err := w.s.o.Backend.ListRuns(cctx, claim.ListQuery{Job: w.job.Name, Limit: 5,
+			Statuses: []claim.Status{claim.StatusRunning}})
+		if err != nil {
+			return false
+		}
+		for _, r := range runs {
+			if r.Slot != w.slot {
+				w.holder = r.Slot
+				break
+			}
+		}
+		if w.holder == 0 {
+			return false
+		}
+	}
+	run, now, err := w.s.leaser.Read(cctx, w.job.Name, w.holder)
+	if err != nil || run.Status != claim.StatusRunning || run.LeaseUntil.Before(now) {
+		w.holder = 0 // ended: another run may hold the job next
+		return false
+	}
+	return true
 }

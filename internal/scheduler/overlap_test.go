@@ -24,17 +24,21 @@ func TestQueueWaitsPastMaxLate(t *testing.T) {
 	if got := overlapHold(j, sc, slot); !got.Equal(next.Add(-j.ClaimAhead)) {
 		t.Fatalf("queue holds until %v, want the next slot's claim at %v", got, next.Add(-j.ClaimAhead))
 	}
-	// Past maxLate (400 ms): asked again, still waiting.
+	// Past maxLate (400 ms): still waiting, and while slot 0 is live (by
+	// a plain read) the claim is not sent again.
+	r.cc.mu.Lock()
+	claims := r.cc.calls[slotOf(1)]
+	r.cc.mu.Unlock()
 	past := slot.Add(j.MaxLate + 200*time.Millisecond)
 	h.clk.Set(past)
 	if err := h.clk.WaitTimerAt(ctx, past.Add(2*overlapPoll)); err != nil {
-		t.Fatalf("a queued slot past maxLate is not asked again: %v", err)
+		t.Fatalf("a queued slot past maxLate does not wait on: %v", err)
 	}
 	r.cc.mu.Lock()
-	counted := len(r.cc.counted[slotOf(1)])
+	counted, again := len(r.cc.counted[slotOf(1)]), r.cc.calls[slotOf(1)]-claims
 	r.cc.mu.Unlock()
-	if counted != 0 {
-		t.Fatal("a queued slot's answer was counted while it waited")
+	if counted != 0 || again != 0 {
+		t.Fatalf("while slot 0 ran: %d answers counted, %d claims sent again; want none", counted, again)
 	}
 	r.ex.release <- struct{}{} // slot 0 ends
 	awaitFinal(t, ctx, h, slotOf(0))
@@ -46,6 +50,9 @@ func TestQueueWaitsPastMaxLate(t *testing.T) {
 	defer r.cc.mu.Unlock()
 	if got := r.cc.counted[slotOf(1)]; len(got) != 1 || got[0] != claim.Won {
 		t.Fatalf("claims of slot 1 reported %v, want [won]", got)
+	}
+	if again := r.cc.calls[slotOf(1)] - claims; again != 1 {
+		t.Fatalf("%d claims of slot 1 after slot 0 ended, want 1", again)
 	}
 }
 

@@ -565,9 +565,10 @@ func overlapHold(job config.Job, sc schedule.Schedule, slot time.Time) time.Time
 func (s *Scheduler) claimFirst(ctx context.Context, job config.Job, slot, hold time.Time) (answered, bool) {
 	tok := claim.NewToken()
 	c, ok := s.claimRetrying(ctx, job, slot, tok, hold)
+	w := s.holderWatch(job, slot)
 	for poll := overlapPoll; ok && c.held(hold); {
 		at := slot
-		if !c.req.Now.Before(slot) {
+		if !c.req.Now.Before(slot) || (w != nil && !s.o.Clock.Now().Before(slot)) {
 			if at = s.o.Clock.Now().Add(poll); at.After(hold) {
 				at = hold
 			}
@@ -575,6 +576,9 @@ func (s *Scheduler) claimFirst(ctx context.Context, job config.Job, slot, hold t
 		}
 		if clock.SleepUntil(ctx, s.o.Clock, at) != nil {
 			return answered{}, false
+		}
+		if w.live(ctx, hold) {
+			continue // overlap: queue: the holder still runs, by a plain read
 		}
 		c, ok = s.claimRetrying(ctx, job, slot, tok, hold)
 	}
