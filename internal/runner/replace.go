@@ -81,8 +81,14 @@ func (p *replacement) stop() {
 
 // replaced handles the replacement's timer: at the job's next slot that
 // is to run it stops the command (SIGTERM, SIGKILL after killGrace), which
-// is then recorded replaced.
+// is then recorded replaced; a command that has exited already is left
+// to be recorded as it ended.
 func (a *attempt) replaced(p *replacement) {
+	select {
+	case <-a.proc.exited:
+		return // it ended on its own as the slot came: its result stands
+	default:
+	}
 	at := p.at
 	if !p.fired() {
 		a.log.Info("the job's next slot is paused: the command runs on (overlap: replace)", zap.Time("next_slot", at))
