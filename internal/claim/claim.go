@@ -25,7 +25,7 @@ const (
 	Running Outcome = "running" // another instance holds a live lease
 	Done    Outcome = "done"    // finished, or interrupted with no attempts left
 	Late    Outcome = "late"    // nobody claimed it and now - slot > maxLate
-	Overlap Outcome = "overlap" // an earlier run holds a live lease and overlap is skip
+	Overlap Outcome = "overlap" // another run of the job holds a live lease and overlap is exclusive (skip, replace, queue)
 	Unknown Outcome = "unknown" // the store gave no decision (RabbitMQ): skipped
 )
 
@@ -39,6 +39,10 @@ const (
 	StatusFailed      Status = "failed"
 	StatusTimeout     Status = "timeout"
 	StatusInterrupted Status = "interrupted"
+	// StatusReplaced: the attempt was stopped because the job's next slot
+	// came while it ran (overlap: replace, docs/spec.md#s3-1-replace); the
+	// runner records it with the stopped command's exit code.
+	StatusReplaced Status = "replaced"
 	// The outcomes of a slot that no attempt ran, recorded by a Recorder
 	// (docs/spec.md#s6-outcomes): skipped (overlap: the job's previous run
 	// held it; paused: docs/spec.md#s6-control), missed (late, the store unreachable, every instance down,
@@ -50,7 +54,7 @@ const (
 
 // RunStatuses are the states of runs that an attempt claimed: what status
 // shows by default.
-var RunStatuses = []Status{StatusRunning, StatusSucceeded, StatusFailed, StatusTimeout, StatusInterrupted}
+var RunStatuses = []Status{StatusRunning, StatusSucceeded, StatusFailed, StatusTimeout, StatusInterrupted, StatusReplaced}
 
 // NoteStatuses are the outcomes of slots that no attempt ran.
 var NoteStatuses = []Status{StatusSkipped, StatusMissed, StatusUnknown}
@@ -66,11 +70,25 @@ func (s Status) Final() bool { return s != StatusRunning && s != "" }
 // OverlapPolicy says whether a job's runs may overlap.
 type OverlapPolicy string
 
-// Overlap policies.
+// Overlap policies (docs/spec.md#s3-1). Replace and queue are decided in
+// the store exactly as skip (a slot that finds another live run of the job
+// is answered overlap); they differ in what the instances do around that
+// answer: under replace the running attempt stops its command at the
+// job's next slot, and under queue a slot answered overlap waits for the
+// running one until the job's next slot, past maxLate.
 const (
-	OverlapSkip  OverlapPolicy = "skip"
-	OverlapAllow OverlapPolicy = "allow"
+	OverlapSkip    OverlapPolicy = "skip"
+	OverlapAllow   OverlapPolicy = "allow"
+	OverlapReplace OverlapPolicy = "replace"
+	OverlapQueue   OverlapPolicy = "queue"
 )
+
+// Exclusive reports whether p keeps two runs of a job from running at
+// once: the store answers overlap to a slot that finds another live run
+// of the job (skip, replace, queue; not allow).
+func (p OverlapPolicy) Exclusive() bool {
+	return p == OverlapSkip || p == OverlapReplace || p == OverlapQueue
+}
 
 // Token is a random 128-bit value in hex, fresh for every claim attempt.
 type Token string
@@ -361,4 +379,29 @@ type Pruner interface {
 	// that are finished or whose lease ended before that; it returns how
 	// many it deleted.
 	Prune(ctx context.Context, olderThan time.Duration) (int64, error)
+}
+
+// CountPruner is a backend that keeps at most a number of each job's
+// newest slots (keepRuns, docs/spec.md#s6-keep-runs).
+type CountPruner interface {
+	// PruneKeep deletes job's runs and notes that are not among its keep
+	// newest slots, whose slot is older than store now - olderThan, and
+	// that are not running (a running run is never deleted, whatever its
+	// lease), with their history; it returns how many it deleted. keep
+	// must be at least 1, and olderThan must exceed the job's maxLate: a
+	// pruned slot that is not yet late would be won again.
+	PruneKeep(ctx context.Context, job string, keep int, olderThan time.Duration) (int64, error)
+}
+
+// CheckKeep refuses the arguments of a PruneKeep no store should act on.
+func CheckKeep(job string, keep int, olderThan time.Duration) error {
+	switch {
+	case job == "":
+		return errors.New("prune keep: empty job name")
+	case keep < 1:
+		return fmt.Errorf("prune keep %s: keep %d is less than 1", job, keep)
+	case olderThan < 0:
+		return fmt.Errorf("prune keep %s: negative age %v", job, olderThan)
+	}
+	return nil
 }

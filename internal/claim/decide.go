@@ -31,7 +31,8 @@ type Decision struct {
 // Decide is the decision table of docs/spec.md#s3-1 for a store that can run Go
 // inside its critical section (sqlite's write transaction, the in-memory
 // backend's mutex). cur is the run's state (nil: none); otherLive reports
-// whether another run of the job is running with lease_until >= now; now is
+// whether another run of the job is running with lease_until >= now (asked
+// only where req.Overlap.Exclusive()); now is
 // the store's time. Stores that decide in their own language (Redis Lua,
 // PL/pgSQL) implement the same table and pass the same conformance suite.
 func Decide(cur *Run, otherLive bool, now time.Time, req Request) Decision {
@@ -52,7 +53,7 @@ func Decide(cur *Run, otherLive bool, now time.Time, req Request) Decision {
 			res.Outcome = Late
 			return Decision{Result: res}
 		}
-		if req.Overlap == OverlapSkip && otherLive {
+		if req.Overlap.Exclusive() && otherLive {
 			res.Outcome = Overlap
 			return Decision{Result: res}
 		}
@@ -69,7 +70,7 @@ func Decide(cur *Run, otherLive bool, now time.Time, req Request) Decision {
 	case !cur.LeaseUntil.Before(now):
 		res.Outcome, res.Attempt, res.LeaseUntil, res.Holder = Running, cur.Attempt, cur.LeaseUntil, cur.Instance
 		return Decision{Result: res}
-	case cur.Attempt >= req.MaxAttempts || (req.Overlap == OverlapSkip && otherLive):
+	case cur.Attempt >= req.MaxAttempts || (req.Overlap.Exclusive() && otherLive):
 		w := *cur
 		w.Status, w.FinishedAt = StatusInterrupted, now
 		res.Outcome, res.Attempt = Done, cur.Attempt

@@ -179,7 +179,8 @@ func newStatusCmd(env Env) *cobra.Command {
 		Use:   "status",
 		Short: "Show recent runs read from the store: what ran where",
 		Long: "Show recent runs read from the store: what ran where.\n" +
-			"A run's status is running, succeeded, failed, timeout, interrupted, or abandoned: the store\n" +
+			"A run's status is running, succeeded, failed, timeout, interrupted, replaced (stopped at the\n" +
+			"job's next slot, overlap: replace), or abandoned: the store\n" +
 			"holds it running but no live runner does (on a lease store its lease ended by the store's\n" +
 			"clock; on a claim-only store it has run longer than the job's timeout + killGraceMs +\n" +
 			"max(30s, leaseMs)). No store writes abandoned; status computes it when it reads the runs.\n" +

@@ -122,12 +122,17 @@ type Job struct {
 	Lease           time.Duration
 	Heartbeat       time.Duration
 	MaxAttempts     int
-	Overlap         string // skip | allow
+	Overlap         string // skip | allow | replace | queue
 	CatchUp         string // none | latest | all: the slots missed while every instance was down that a start runs
 	Timeout         time.Duration
 	KillGrace       time.Duration
 	Shell           string
 	OutputTailBytes int
+	// KeepRuns, when positive, is how many of the job's newest slots
+	// (runs and notes) the store keeps; the older ones are pruned
+	// (docs/spec.md#s6-keep-runs). 0: no such bound (backend.retention
+	// alone).
+	KeepRuns int
 	// InheritEnv names the daemon's environment variables the job gets
 	// besides its clean environment (docs/spec.md#s6-jobs); never ANARCHON_*.
 	InheritEnv []string

@@ -448,8 +448,8 @@ func TestEnvThroughViper(t *testing.T) {
 			t.Errorf("%s: viper (%s, %q, %v), list (%s, %q, %v)", ps.path, n1, v1, ok1, n2, v2, ok2)
 		}
 	}
-	if len(paths) != 78 {
-		t.Errorf("%d overridable settings, want 78: update the docs' table", len(paths))
+	if len(paths) != 79 {
+		t.Errorf("%d overridable settings, want 79: update the docs' table", len(paths))
 	}
 }
 

@@ -45,6 +45,8 @@ const (
 
 // Limits.
 const (
+	// MaxKeepRuns bounds keepRuns.
+	MaxKeepRuns = 1_000_000
 	// MaxOutputTailBytes bounds outputTailBytes.
 	MaxOutputTailBytes = 1 << 20
 	// MaxClaimSpreadMs bounds claimSpreadMs: the spread only has to outrun
@@ -68,7 +70,7 @@ var (
 
 	logLevels      = []string{"debug", "info", "warn", "error"}
 	logFormats     = []string{"auto", "console", "json"}
-	overlapChoices = []string{"skip", "allow"}
+	overlapChoices = []string{"skip", "allow", "replace", "queue"}
 	catchUpChoices = []string{CatchUpNone, CatchUpLatest, CatchUpAll}
 
 	// jobReservedEnv are set by the daemon for every run
@@ -366,6 +368,7 @@ type policy struct {
 	hookTimeout  setting[int64]
 	jitter       setting[int64]
 	retry        retryPolicy
+	keepRuns     setting[int64] // 0: not set
 }
 
 // DefaultClaimAheadMs is the built-in claimAheadMs of backendType: its
@@ -436,6 +439,7 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	pol.hookTimeout = get(p, vals, prefix+"hookTimeoutMs", base.hookTimeout, p.asInt, store.Millis(1))
 	pol.jitter = get(p, vals, prefix+"jitterMs", base.jitter, p.asInt, store.Millis(0))
 	pol.retry = p.resolveRetry(vals, prefix, base.retry)
+	pol.keepRuns = get(p, vals, prefix+"keepRuns", base.keepRuns, p.asInt, store.IntRange(1, MaxKeepRuns))
 	return pol
 }
 
@@ -589,6 +593,7 @@ func (p *parser) resolve() *Config {
 	p.checkClaimOnly(b, typ, infos)
 	p.checkOverlap(b, infos)
 	p.checkRetry(typ.val, infos)
+	p.checkKeepRuns(b, infos)
 
 	if cfg.Instance == "" {
 		cfg.Instance = p.defaultInstance()
@@ -669,6 +674,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.Tags = get(p, vals, "tags", setting[[]string]{}, p.asStrings, checkTags).val
 	j.PerInstance = get(p, vals, "perInstance", def(false), p.asBool, nil).val
 	j.Retry = p.retryOf(pol.retry, true)
+	j.KeepRuns = int(pol.keepRuns.val)
 
 	info := jobInfo{name: rj.name, pol: pol}
 	sched := str("schedule", func(s string) string {
@@ -763,9 +769,10 @@ func (p *parser) checkRetention(retention setting[time.Duration], infos []jobInf
 		worst.pol.maxLate.val, retention.val, maxLate)
 }
 
-// checkOverlap refuses overlap: skip on a claim-only backend: its store
-// keeps no lease to see the job's previous run by, so skip would silently
-// not be enforced. Reported once where it is set (a job, or defaults).
+// checkOverlap refuses overlap: skip, replace and queue on a claim-only
+// backend: its store keeps no lease to see the job's previous run by, so
+// they would silently not be enforced. Reported once where it is set (a
+// job, or defaults).
 func (p *parser) checkOverlap(b *Backend, infos []jobInfo) {
 	if b.Store == nil || b.Leases() {
 		return
@@ -773,12 +780,23 @@ func (p *parser) checkOverlap(b *Backend, infos []jobInfo) {
 	seen := map[*value]bool{}
 	for _, in := range infos {
 		ov := in.pol.overlap
-		if ov.val != "skip" || ov.at == nil || seen[ov.at] {
+		if ov.val == "allow" || ov.at == nil || seen[ov.at] {
 			continue
 		}
 		seen[ov.at] = true
-		p.errorf(ov.at, "overlap: skip cannot be enforced on backend %s: a claim-only store remembers that a slot was claimed, not whether its run still runs; use overlap: allow (the default there), or a backend that keeps leases (docs/backends.md)", b.Describe())
+		p.errorf(ov.at, "overlap: %s cannot be enforced on backend %s: %s; use overlap: allow (the default there), or a backend that keeps leases (docs/backends.md)",
+			ov.val, b.Describe(), overlapWhy[ov.val])
 	}
+}
+
+// overlapWhy says why a claim-only store cannot hold each exclusive
+// overlap policy.
+var overlapWhy = map[string]string{
+	"skip": "a claim-only store remembers that a slot was claimed, not whether its run still runs",
+	"replace": "a claim-only store remembers that a slot was claimed, not whether its run still runs, " +
+		"so the next slot's claim cannot wait for the replaced command to stop and both would run at once",
+	"queue": "a claim-only store remembers that a slot was claimed, not whether its run still runs, " +
+		"so a waiting slot cannot learn when the running one ends",
 }
 
 // checkClaimOnly applies docs/spec.md#s2 to the backends whose memory of a

@@ -61,6 +61,7 @@ var defaultsSpecs = []*spec{
 		{key: "backoffMs", kind: kindInt},
 		{key: "maxBackoffMs", kind: kindInt},
 	}},
+	{key: "keepRuns", kind: kindInt},
 }
 
 // jobSpecs are the keys of one entry of "jobs".

@@ -158,7 +158,7 @@ var errorCases = []struct {
   killGraceMs: -1
   timeout: -1s
   outputTailBytes: 1048577
-  overlap: queue
+  overlap: later
   shell: ""
 `, want: []string{
 		`2:defaults.maxLateMs:must be 0 or more, not -1`,
@@ -168,7 +168,7 @@ var errorCases = []struct {
 		`6:defaults.killGraceMs:must be 0 or more, not -1`,
 		`7:defaults.timeout:must be greater than 0, not -1s`,
 		`8:defaults.outputTailBytes:must be between 0 and 1048576, not 1048577`,
-		`9:defaults.overlap:must be one of skip, allow; not "queue"`,
+		`9:defaults.overlap:must be one of skip, allow, replace, queue; not "later"`,
 		`10:defaults.shell:must not be empty`,
 	}},
 	{name: "job policies out of range", yaml: "jobs:\n" + job("a") + `    maxLateMs: -1
@@ -181,7 +181,7 @@ var errorCases = []struct {
 		`6:jobs[0].leaseMs:must be greater than 0, not -3`,
 		`7:jobs[0].outputTailBytes:must be between 0 and 1048576, not -1`,
 		`8:jobs[0].timeout:must be greater than 0, not 0s`,
-		`9:jobs[0].overlap:must be one of skip, allow; not "never"`,
+		`9:jobs[0].overlap:must be one of skip, allow, replace, queue; not "never"`,
 	}},
 	{name: "overlap skip on a claim-only backend", yaml: "backend:\n  type: nats\ndefaults:\n  overlap: skip\njobs:\n" + job("a") + job("b") + job("c") + "    overlap: skip\n",
 		// Reported once where it is set: at defaults for a and b, at c.
@@ -197,6 +197,24 @@ var errorCases = []struct {
 		want: []string{`5:jobs[0].retry.maxBackoffMs:retry.maxBackoffMs 100 is less than retry.backoffMs 5000`}},
 	{name: "retry on rabbitmq", yaml: "backend:\n  type: rabbitmq\njobs:\n" + job("a") + "    overlap: allow\n    retry: {attempts: 2}\n",
 		want: []string{`8:jobs[0].retry.attempts:retry cannot be used on backend rabbitmq: a retry is a run asked for through the job's control record`}},
+	{name: "overlap replace and queue on claim-only backends", yaml: "backend:\n  type: rabbitmq\ndefaults:\n  overlap: queue\njobs:\n" + job("a") + job("b") + "    overlap: replace\n",
+		want: []string{
+			`4:defaults.overlap:overlap: queue cannot be enforced on backend rabbitmq (amqp://guest:xxxxx@127.0.0.1:5672/): a claim-only store remembers that a slot was claimed, not whether its run still runs, so a waiting slot cannot learn when the running one ends; use overlap: allow`,
+			`12:jobs[1].overlap:overlap: replace cannot be enforced on backend rabbitmq (amqp://guest:xxxxx@127.0.0.1:5672/): a claim-only store remembers that a slot was claimed, not whether its run still runs, so the next slot's claim cannot wait for the replaced command to stop and both would run at once`,
+		}},
+	{name: "overlap replace on redis script", yaml: "backend:\n  type: redis\n  redis:\n    strategy: script\njobs:\n" + job("a") + "    overlap: replace\n",
+		want: []string{`9:jobs[0].overlap:overlap: replace cannot be enforced on backend redis script (redis://127.0.0.1:6379/0)`}},
+	{name: "keepRuns out of range", yaml: "defaults:\n  keepRuns: 0\njobs:\n" + job("a") + "    keepRuns: 1000001\n" + job("b") + "    keepRuns: ten\n",
+		want: []string{
+			`2:defaults.keepRuns:must be between 1 and 1000000, not 0`,
+			`7:jobs[0].keepRuns:must be between 1 and 1000000, not 1000001`,
+			`11:jobs[1].keepRuns:must be an integer`,
+		}},
+	{name: "keepRuns on a claim-only backend", yaml: "backend:\n  type: nats\ndefaults:\n  keepRuns: 5\njobs:\n" + job("a") + job("b") + "    keepRuns: 2\n",
+		want: []string{
+			`4:defaults.keepRuns:keepRuns cannot be enforced on backend nats (nats://127.0.0.1:4222, stream ANARCHON): a claim-only store forgets its runs by its own retention and cannot delete a job's older runs; remove keepRuns, or use a backend that keeps leases (docs/backends.md)`,
+			`12:jobs[1].keepRuns:keepRuns cannot be enforced on backend nats`,
+		}},
 	{name: "catch-up not a policy", yaml: "defaults:\n  catchUp: oldest\njobs:\n" + job("a") + "    catchUp: All\n" + job("b") + "    catchUp: 3\n",
 		want: []string{
 			`2:defaults.catchUp:must be one of none, latest, all; not "oldest"`,

@@ -62,7 +62,7 @@ func New(c clock.Clock, backend string) *Metrics {
 	m.claims = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_claims_total",
 		Help: "Claims answered, by job and outcome (won, lost, running, done, late, overlap, unknown)."}, []string{"job", "outcome"})
 	m.runs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_runs_total",
-		Help: "Executions by job and status (succeeded, failed, timeout, interrupted, fenced, stopped)."}, []string{"job", "status"})
+		Help: "Executions by job and status (succeeded, failed, timeout, replaced, interrupted, fenced, stopped)."}, []string{"job", "status"})
 	m.runDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "anarchon_run_duration_seconds",
 		Help: "How long executions ran.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"job"})
 	m.scheduleLag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "anarchon_schedule_lag_seconds",

@@ -475,7 +475,7 @@ func (b *Backend) claimLocked(ctx context.Context, req claim.Request) (claim.Res
 	// in claim.Decide (no takeover ever), so it is clamped into int4.
 	err := b.pool.QueryRow(ctx, b.sql.claim, req.Job, req.Slot, string(req.Token), req.Instance,
 		req.MaxLate.Milliseconds(), req.Lease.Milliseconds(), maxAttempts(req),
-		req.Overlap == claim.OverlapSkip).Scan(&r.outcome, &r.attempt, &r.storeNow, &r.leaseUntil, &r.holder)
+		req.Overlap.Exclusive()).Scan(&r.outcome, &r.attempt, &r.storeNow, &r.leaseUntil, &r.holder)
 	if err != nil {
 		return claim.Result{}, err
 	}
@@ -503,7 +503,7 @@ func (b *Backend) ClaimBatch(ctx context.Context, reqs []claim.Request) ([]claim
 		}
 		jobs[i], slots[i], tokens[i], instances[i] = req.Job, req.Slot, string(req.Token), req.Instance
 		maxLate[i], lease[i], attempts[i] = req.MaxLate.Milliseconds(), req.Lease.Milliseconds(), maxAttempts(req)
-		skip[i] = req.Overlap == claim.OverlapSkip
+		skip[i] = req.Overlap.Exclusive()
 	}
 	rows, err := b.pool.Query(ctx, b.sql.claimBatch, jobs, slots, tokens, instances, maxLate, lease, attempts, skip)
 	if err != nil {

@@ -347,7 +347,20 @@ var migrations = []string{
 	// version 6 read as having none; instances of version 6 still running
 	// during an upgrade name their columns and keep working.
 	controlV7,
+	// 8: a run may end replaced (overlap: replace: the attempt stopped its
+	// command at the job's next slot and recorded so, docs/spec.md#s3-1-replace).
+	// The status CHECK is replaced by a looser one, which every row
+	// satisfies; the claim function is unchanged (replace and queue are
+	// decided as skip: the Go side sends p_overlap_skip for them).
+	replacedV8,
 }
+
+// replacedV8 is migration 8: the status CHECK admits replaced.
+const replacedV8 = `	ALTER TABLE {{runs}}
+		DROP CONSTRAINT {{statuscheck}},
+		ADD CONSTRAINT {{statuscheck}} CHECK (status IN ('running', 'succeeded', 'failed', 'timeout', 'interrupted',
+			'replaced', 'skipped', 'missed', 'unknown'));
+`
 
 // notesV5 is the table change of migration 5.
 const notesV5 = `	ALTER TABLE {{runs}}

@@ -291,6 +291,16 @@ func (b *Backend) claimAll(ctx context.Context, reqs []claim.Request) ([]claim.R
 	return out, nil
 }
 
+// overlapArg is the claim script's overlap argument: "skip" for every
+// policy that keeps a job's runs apart (skip, replace, queue: the store
+// decides them alike, docs/spec.md#s3-1), "allow" otherwise.
+func overlapArg(p claim.OverlapPolicy) string {
+	if p.Exclusive() {
+		return string(claim.OverlapSkip)
+	}
+	return string(claim.OverlapAllow)
+}
+
 // sendClaims sends the claim script of each request: one EVALSHA, or one
 // pipeline of them; then, in a second pipeline, EVAL of those answered
 // NOSCRIPT or "index", once their jobs' SADDs to the index of jobs
@@ -302,7 +312,7 @@ func (b *Backend) sendClaims(ctx context.Context, reqs []claim.Request) ([]*redi
 		k := b.keys(req.Job)
 		keys[i] = []string{k.state, k.slots, k.live, k.history}
 		args[i] = []any{req.Slot, string(req.Token), req.Instance, req.MaxLate.Milliseconds(), req.Lease.Milliseconds(),
-			req.MaxAttempts, string(req.Overlap), b.maxLen, ""}
+			req.MaxAttempts, overlapArg(req.Overlap), b.maxLen, ""}
 	}
 	cmds := make([]*redis.Cmd, len(reqs))
 	if len(reqs) == 1 {

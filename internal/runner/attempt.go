@@ -265,6 +265,8 @@ func (a *attempt) supervise() {
 		timeoutC = t.C()
 	}
 	hbEvents, ctxDone := a.hbEvents, a.ctx.Done()
+	rp := newReplacement(a.e.Replace, a.clk, a.e.Slot)
+	defer rp.stop()
 	for {
 		select {
 		case <-a.proc.exited:
@@ -279,6 +281,8 @@ func (a *attempt) supervise() {
 			if a.leaseEnded(ev) {
 				return
 			}
+		case <-rp.C():
+			a.replaced(rp)
 		case <-ctxDone:
 			ctxDone = nil
 			a.log.Warn("shutdown grace is over; stopping the job", zap.Duration("kill_grace", a.job.KillGrace))
@@ -348,6 +352,8 @@ func (a *attempt) settle() Report {
 		return a.hardStop(rep, tail)
 	case stopTimeout:
 		rep.Status = claim.StatusTimeout
+	case stopReplaced:
+		rep.Status = claim.StatusReplaced
 	default:
 		rep.Status = statusOf(code)
 	}
@@ -442,6 +448,7 @@ type stopKind int
 const (
 	stopNone stopKind = iota
 	stopTimeout
+	stopReplaced // the job's next slot came (overlap: replace)
 	stopShutdown
 	stopFenced
 	stopLeaseLost

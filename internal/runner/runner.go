@@ -159,11 +159,15 @@ type Execution struct {
 	// (docs/spec.md#s6-trigger): a manual run or a retry; nil for a
 	// slot of the schedule.
 	Trigger *claim.Trigger
+	// Replace, set for a job with overlap: replace, is the job's slot
+	// clock: the command is stopped at the job's next slot that is to run
+	// and the run recorded replaced. Nil: never.
+	Replace Replacer
 }
 
 // Report is the outcome of Run.
 type Report struct {
-	// Status is the run's outcome: succeeded, failed or timeout; interrupted
+	// Status is the run's outcome: succeeded, failed, timeout or replaced; interrupted
 	// for a hard stop on a claim-only backend; "" when the command was stopped
 	// because the attempt was fenced, lost its lease or the daemon stopped on
 	// a lease backend. A command that finished but whose result was fenced at

@@ -35,6 +35,8 @@ type claimClock struct {
 	*memclaim.Backend
 	mu   sync.Mutex
 	sent map[int64]time.Time // slot (ms) -> req.Now of its first claim
+	// calls counts the claims of each slot (ms).
+	calls map[int64]int
 	// counted are the answers the scheduler reported (Hooks.Claimed).
 	counted map[int64][]claim.Outcome
 }
@@ -43,6 +45,9 @@ func (c *claimClock) Claim(ctx context.Context, req claim.Request) (claim.Result
 	c.mu.Lock()
 	if _, ok := c.sent[req.Slot]; !ok {
 		c.sent[req.Slot] = req.Now
+	}
+	if c.calls != nil {
+		c.calls[req.Slot]++
 	}
 	c.mu.Unlock()
 	return c.Backend.Claim(ctx, req)
@@ -66,7 +71,8 @@ func runAhead(t *testing.T, h *harness, hold bool, overlap string) *aheadRun {
 	j.ClaimAhead = 50 * time.Millisecond
 	j.ClaimSpread = 20 * time.Millisecond
 	j.Overlap = overlap
-	cc := &claimClock{Backend: h.store, sent: map[int64]time.Time{}, counted: map[int64][]claim.Outcome{}}
+	cc := &claimClock{Backend: h.store, sent: map[int64]time.Time{}, counted: map[int64][]claim.Outcome{},
+		calls: map[int64]int{}}
 	hooks := Hooks{Claimed: func(_ string, slot time.Time, res claim.Result, _ time.Duration) {
 		cc.mu.Lock()
 		cc.counted[slot.UnixMilli()] = append(cc.counted[slot.UnixMilli()], res.Outcome)

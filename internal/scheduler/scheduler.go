@@ -131,6 +131,8 @@ type Scheduler struct {
 	hooks *hooks
 	// trig picks up the runs asked for outside the schedule (trigger.go).
 	trig *triggers
+	// keep are the jobs with keepRuns (keep.go).
+	keep *keeper
 }
 
 // New checks the jobs' schedules and returns a scheduler for them.
@@ -179,6 +181,8 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	s.pauses = newPauses(o.Backend, o.ControlPoll)
 	s.hooks = newHooks(o.Executor, entries)
 	s.peers.log = o.Log
+	s.keep = newKeeper()
+	s.keep.set(entries)
 	return s, nil
 }
 
@@ -211,6 +215,7 @@ func (s *Scheduler) Reload(ctx context.Context, jobs []config.Job) error {
 	select {
 	case s.reload <- entries:
 		s.trig.setJobs(entries)
+		s.keep.set(entries)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -229,6 +234,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.hooks.ctx, s.hooks.wg = runCtx, &wg
 	if p, ok := s.o.Backend.(claim.Pruner); ok && s.o.Retention > 0 {
 		wg.Go(func() { s.pruneLoop(ctx, p) })
+	}
+	if p, ok := s.o.Backend.(claim.CountPruner); ok {
+		wg.Go(func() { s.keepLoop(ctx, p) })
 	}
 	if s.notes.rec != nil {
 		wg.Go(func() { s.recordNotes(ctx) })
@@ -557,6 +565,9 @@ const (
 // With jitter every instant is the run's start: maxLate after the start,
 // the next slot's claim before its own start, never before this start.
 func overlapHold(job config.Job, sc schedule.Schedule, slot time.Time) time.Time {
+	if claim.OverlapPolicy(job.Overlap) == claim.OverlapQueue {
+		return queueHold(job, sc, slot)
+	}
 	start := startOf(job, slot)
 	hold := start.Add(job.MaxLate)
 	if next := sc.Next(slot); !next.IsZero() && startOf(job, next).Add(-job.ClaimAhead).Before(hold) {
@@ -576,9 +587,10 @@ func (s *Scheduler) claimFirst(ctx context.Context, job config.Job, slot, hold t
 	tok := claim.NewToken()
 	start := startOf(job, slot)
 	c, ok := s.claimRetrying(ctx, job, slot, tok, hold)
+	w := s.holderWatch(job, slot)
 	for poll := overlapPoll; ok && c.held(hold); {
 		at := start
-		if !c.req.Now.Before(start) {
+		if !c.req.Now.Before(start) || (w != nil && !s.o.Clock.Now().Before(start)) {
 			if at = s.o.Clock.Now().Add(poll); at.After(hold) {
 				at = hold
 			}
@@ -586,6 +598,9 @@ func (s *Scheduler) claimFirst(ctx context.Context, job config.Job, slot, hold t
 		}
 		if clock.SleepUntil(ctx, s.o.Clock, at) != nil {
 			return answered{}, false
+		}
+		if w.live(ctx, hold) {
+			continue // overlap: queue: the holder still runs, by a plain read
 		}
 		c, ok = s.claimRetrying(ctx, job, slot, tok, hold)
 	}
@@ -609,7 +624,7 @@ func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time
 	first := !hold.IsZero()
 	req := claim.Request{
 		Job: job.Name, Slot: slot.UnixMilli(), Token: tok, Instance: s.o.Instance,
-		MaxLate: lateFor(job, slot), Lease: job.Lease, MaxAttempts: job.MaxAttempts,
+		MaxLate: claimMaxLate(job, slot, hold), Lease: job.Lease, MaxAttempts: job.MaxAttempts,
 		Overlap: claim.OverlapPolicy(job.Overlap),
 	}
 	log := s.o.Log.With(zap.String("job", job.Name), zap.Time("slot", slot),
@@ -853,6 +868,7 @@ func (s *Scheduler) execute(ctx, runCtx context.Context, job config.Job, c answe
 	named.Name = config.JobOfKey(job.Name)
 	e := runner.Execution{
 		Job: named, Fence: fence, Slot: c.req.SlotTime(), LeaseUntil: c.res.LeaseUntil, ClaimedAt: c.leaseStart,
+		Replace: s.replacerOf(named),
 	}
 	if tr, ok := s.triggerOf(job.Name, c.req.Slot); ok {
 		e.Trigger = &tr

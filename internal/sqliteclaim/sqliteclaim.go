@@ -482,7 +482,7 @@ func (b *Backend) decideIn(ctx context.Context, tx *sql.Tx, req claim.Request) (
 	}
 	// The overlap question is asked only where the table looks at it.
 	otherLive := false
-	if req.Overlap == claim.OverlapSkip && claim.Contested(cur, now, req.Token) {
+	if req.Overlap.Exclusive() && claim.Contested(cur, now, req.Token) {
 		if err := tx.QueryRowContext(ctx, otherLiveSQL, req.Job, ms(now), req.Slot).Scan(&otherLive); err != nil {
 			return claim.Decision{}, fmt.Errorf("overlap check: %w", err)
 		}

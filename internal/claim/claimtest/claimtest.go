@@ -179,6 +179,9 @@ func Exercise(t *testing.T, h Harness) {
 			s.run(t, "OverlapIgnoresExpiredLease", s.testOverlapIgnoresExpiredLease)
 			s.run(t, "OverlapGuardsTakeover", s.testOverlapGuardsTakeover)
 			s.run(t, "OverlapAllowTakeover", s.testOverlapAllowTakeover)
+			s.run(t, "OverlapReplace", s.testOverlapReplace)
+			s.run(t, "OverlapReplaceGuardsTakeover", s.testOverlapReplaceGuardsTakeover)
+			s.run(t, "OverlapQueue", s.testOverlapQueue)
 			s.run(t, "Takeover", s.testTakeover)
 			s.run(t, "ResentClaimAfterExpiry", s.testResentClaimAfterExpiry)
 			s.run(t, "AttemptsRunOut", s.testAttemptsRunOut)
@@ -223,6 +226,12 @@ func Exercise(t *testing.T, h Harness) {
 	if h.Permanent != nil {
 		t.Run("Refused", func(t *testing.T) {
 			s.run(t, "IsPermanent", s.testRefusedIsPermanent)
+		})
+	}
+	if _, ok := probe.(claim.CountPruner); ok && leaser {
+		t.Run("Keep", func(t *testing.T) {
+			s.run(t, "KeepsTheNewest", s.testKeep)
+			s.run(t, "RefusesBadArgs", s.testKeepRefusesBadArgs)
 		})
 	}
 	if pruner {

@@ -33,12 +33,13 @@ type Backend struct {
 }
 
 var (
-	_ claim.Backend    = (*Backend)(nil)
-	_ claim.Leaser     = (*Backend)(nil)
-	_ claim.Pruner     = (*Backend)(nil)
-	_ claim.Batcher    = (*Backend)(nil)
-	_ claim.Recorder   = (*Backend)(nil)
-	_ claim.Controller = (*Backend)(nil)
+	_ claim.Backend     = (*Backend)(nil)
+	_ claim.Leaser      = (*Backend)(nil)
+	_ claim.Pruner      = (*Backend)(nil)
+	_ claim.CountPruner = (*Backend)(nil)
+	_ claim.Batcher     = (*Backend)(nil)
+	_ claim.Recorder    = (*Backend)(nil)
+	_ claim.Controller  = (*Backend)(nil)
 )
 
 // New returns an empty backend whose store time is c.
@@ -188,6 +189,37 @@ func (b *Backend) Prune(ctx context.Context, olderThan time.Duration) (int64, er
 	var n int64
 	for k, r := range b.runs {
 		if time.UnixMilli(k.slot).Before(cut) && (r.Status.Final() || r.LeaseUntil.Before(cut)) {
+			delete(b.runs, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// PruneKeep deletes job's runs and notes beyond its keep newest slots,
+// older than now - olderThan and not running.
+func (b *Backend) PruneKeep(ctx context.Context, job string, keep int, olderThan time.Duration) (int64, error) {
+	if err := claim.CheckKeep(job, keep, olderThan); err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var slots []int64
+	for k := range b.runs {
+		if k.job == job {
+			slots = append(slots, k.slot)
+		}
+	}
+	if len(slots) <= keep {
+		return 0, nil
+	}
+	slices.Sort(slots)
+	nth := slots[len(slots)-keep] // the oldest slot kept
+	cut := b.clock.Now().Add(-olderThan)
+	var n int64
+	for _, slot := range slots {
+		k := key{job, slot}
+		if slot < nth && time.UnixMilli(slot).Before(cut) && b.runs[k].Status != claim.StatusRunning {
 			delete(b.runs, k)
 			n++
 		}
