@@ -115,3 +115,52 @@ func ControllerOf(b Backend, typ string) (Controller, error) {
 	}
 	return nil, fmt.Errorf("%w on backend %s: %s", ErrNoControl, typ, why)
 }
+
+// ControlOf returns job's record among cs (Version 0: the job has none).
+func ControlOf(cs []Control, job string) Control {
+	for _, c := range cs {
+		if c.Job == job {
+			return c
+		}
+	}
+	return Control{Job: job}
+}
+
+// ReadControl reads job's record (Version 0: the job has none).
+func ReadControl(ctx context.Context, ctl Controller, job string) (Control, error) {
+	all, err := ctl.Controls(ctx)
+	if err != nil {
+		return Control{}, err
+	}
+	return ControlOf(all, job), nil
+}
+
+// UpdateControl reads job's record, asks change for the next one and
+// writes it, compared and set on the version read, as every writer of a
+// control record does (pause, resume, trigger; the CLI, the dashboard and
+// the daemons' retries). On a conflict it reads and asks again, tries times
+// in all; the last conflict is returned wrapping ErrConflict. change gets
+// the record read and the try (0 first) and returns the next record, or
+// false to write nothing (UpdateControl then returns the record read and
+// false). A read that fails is returned as is.
+func UpdateControl(ctx context.Context, ctl Controller, job string, tries int,
+	change func(cur Control, try int) (Control, bool)) (Control, bool, error) {
+	for try := 0; ; try++ {
+		cur, err := ReadControl(ctx, ctl, job)
+		if err != nil {
+			return Control{}, false, err
+		}
+		next, write := change(cur, try)
+		if !write {
+			return cur, false, nil
+		}
+		got, err := ctl.SetControl(ctx, next, cur.Version)
+		if errors.Is(err, ErrConflict) && try+1 < tries {
+			continue
+		}
+		if err != nil {
+			return Control{}, false, err
+		}
+		return got, true, nil
+	}
+}

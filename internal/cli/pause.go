@@ -145,46 +145,29 @@ type controlWriter struct {
 // reads and writes once more, saying over what; a second conflict is
 // reported with nothing written.
 func (w controlWriter) apply(ctx context.Context, job string, change func(cur claim.Control) (claim.Control, bool)) error {
-	for try := 0; ; try++ {
-		cur, err := w.read(ctx, job)
-		if err != nil {
-			return err
-		}
+	got, wrote, err := claim.UpdateControl(ctx, w.ctl, job, 2, func(cur claim.Control, try int) (claim.Control, bool) {
 		if try > 0 {
 			fmt.Fprintf(w.env.Stderr, "anarchond: note: %s changed meanwhile (now: %s); applying this change over it\n",
 				sanitize.Line(job), describeControl(cur, clock.Real{}.Now()))
 		}
-		next, write := change(cur)
-		if !write {
-			fmt.Fprintf(w.env.Stdout, "job %s is not paused: nothing to resume\n", sanitize.Line(job))
-			return nil
-		}
-		got, err := w.ctl.SetControl(ctx, next, cur.Version)
-		switch {
-		case errors.Is(err, claim.ErrConflict) && try == 0:
-			continue
-		case errors.Is(err, claim.ErrConflict):
-			return runtimeError(fmt.Errorf("%s was changed by another writer while this one wrote, twice; nothing written: see anarchond jobs, and try again", sanitize.Line(job)))
-		case err != nil:
-			return runtimeError(fmt.Errorf("store %s: %w; nothing written", w.cfg.Backend.Describe(), err))
-		}
-		fmt.Fprintf(w.env.Stdout, "job %s %s\n", sanitize.Line(job), describeControl(got, clock.Real{}.Now()))
+		return change(cur)
+	})
+	switch {
+	case errors.Is(err, claim.ErrConflict):
+		return runtimeError(fmt.Errorf("%s was changed by another writer while this one wrote, twice; nothing written: see anarchond jobs, and try again", sanitize.Line(job)))
+	case err != nil:
+		return w.storeError(err)
+	case !wrote:
+		fmt.Fprintf(w.env.Stdout, "job %s is not paused: nothing to resume\n", sanitize.Line(job))
 		return nil
 	}
+	fmt.Fprintf(w.env.Stdout, "job %s %s\n", sanitize.Line(job), describeControl(got, clock.Real{}.Now()))
+	return nil
 }
 
-// read returns the job's record (Version 0: none).
-func (w controlWriter) read(ctx context.Context, job string) (claim.Control, error) {
-	all, err := w.ctl.Controls(ctx)
-	if err != nil {
-		return claim.Control{}, runtimeError(fmt.Errorf("store %s: %w; nothing written", w.cfg.Backend.Describe(), err))
-	}
-	for _, c := range all {
-		if c.Job == job {
-			return c, nil
-		}
-	}
-	return claim.Control{Job: job}, nil
+// storeError is a failed read or write of the store: nothing written.
+func (w controlWriter) storeError(err error) error {
+	return runtimeError(fmt.Errorf("store %s: %w; nothing written", w.cfg.Backend.Describe(), err))
 }
 
 // describeControl says what a record means at now, sanitised.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/sanitize"
-	"github.com/anarchon/anarchon/internal/schedule"
 	"github.com/anarchon/anarchon/internal/scheduler"
 	"github.com/anarchon/anarchon/internal/status"
 )
@@ -20,7 +18,7 @@ import (
 // TriggerLead is how far after the request a manual run's slot is: every
 // instance reads the trigger (within a second) before its slot, and claims
 // it at the slot as it claims a scheduled one (docs/spec.md#s6-trigger).
-const TriggerLead = 2 * time.Second
+const TriggerLead = scheduler.TriggerLead
 
 // triggerPoll is how often trigger --wait reads the run.
 const triggerPoll = 250 * time.Millisecond
@@ -104,37 +102,14 @@ func (t *triggerCmd) run(ctx context.Context, wait bool) error {
 	return t.await(ctx, b, tr)
 }
 
-// write adds a manual trigger to the job's control record, compared and
-// set on its version; after a conflict it reads and tries again.
+// write adds a manual trigger to the job's control record (scheduler.AskRun).
 func (t *triggerCmd) write(ctx context.Context, ctl claim.Controller) (claim.Trigger, error) {
-	job := jobNamed(t.cfg, t.job)
-	sc, err := schedule.Parse(job.Schedule, job.Location)
-	if err != nil {
-		return claim.Trigger{}, usageError(fmt.Errorf("job %q: %w", t.job, err))
-	}
 	w := controlWriter{ctl: ctl, env: t.env, cfg: t.cfg}
-	now := clock.Real{}.Now()
-	tr := claim.Trigger{
-		ID: string(claim.NewToken()), Kind: claim.TriggerManual, Attempt: 1,
-		By: caller(t.env), At: now.UnixMilli(),
+	tr, err := scheduler.AskRun(ctx, ctl, jobNamed(t.cfg, t.job), caller(t.env), clock.Real{}.Now(), t.cfg.Backend.Retention)
+	if err != nil {
+		return claim.Trigger{}, w.storeError(err)
 	}
-	keep := now.Add(-t.cfg.Backend.Retention).UnixMilli()
-	for try := 0; ; try++ {
-		cur, err := w.read(ctx, t.job)
-		if err != nil {
-			return claim.Trigger{}, err
-		}
-		tr.Slot = scheduler.FreeSlot(cur, sc, now.Add(TriggerLead).UnixMilli())
-		tr.Due = tr.Slot
-		_, err = ctl.SetControl(ctx, cur.WithTrigger(tr, keep), cur.Version)
-		switch {
-		case errors.Is(err, claim.ErrConflict) && try < 5:
-			continue
-		case err != nil:
-			return claim.Trigger{}, runtimeError(fmt.Errorf("store %s: %w; nothing written", t.cfg.Backend.Describe(), err))
-		}
-		return tr, nil
-	}
+	return tr, nil
 }
 
 // jobNamed returns cfg's job of that name (knownJob checked it).

@@ -13,6 +13,7 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/sanitize"
+	"github.com/anarchon/anarchon/internal/scheduler"
 )
 
 // maxForm bounds an action's request body.
@@ -28,9 +29,12 @@ type actionResult struct {
 	Reason  string `json:"paused_reason,omitempty"`
 	By      string `json:"by"`
 	Changed bool   `json:"changed"`
+	// Slot and SlotMs are a trigger's run: the slot it is claimed at.
+	Slot   string `json:"slot,omitempty"`
+	SlotMs int64  `json:"slot_ms,omitempty"`
 }
 
-// apiAction is POST /api/v1/jobs/{job}/{pause|resume} with the token in
+// apiAction is POST /api/v1/jobs/{job}/{pause|resume|trigger} with the token in
 // an Authorization: Bearer header; form fields until (RFC 3339) and
 // reason, as anarchond pause takes them.
 func (d *Dashboard) apiAction(w http.ResponseWriter, r *http.Request) {
@@ -80,6 +84,8 @@ func (d *Dashboard) formAction(w http.ResponseWriter, r *http.Request) {
 		did = "unchanged"
 	case res.Action == "pause":
 		did = "paused"
+	case res.Action == "trigger":
+		did = "triggered"
 	default:
 		did = "resumed"
 	}
@@ -106,67 +112,86 @@ func (d *Dashboard) act(r *http.Request, job, action string) (actionResult, int,
 		return actionResult{}, http.StatusNotImplemented, err
 	}
 	now := d.clock.Now()
-	next := claim.Control{Job: job, By: "dashboard@" + cfg.Instance, At: now.UnixMilli()}
-	switch action {
-	case "pause":
-		next.Paused, next.Reason = true, r.PostForm.Get("reason")
-		if v := r.PostForm.Get("until"); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil || !t.After(now) {
-				return actionResult{}, http.StatusBadRequest, fmt.Errorf("until %q: want a time in the future, RFC 3339", v)
-			}
-			next.Until = t.UnixMilli()
-		}
-		if len(next.Reason) > claim.MaxControlText {
-			return actionResult{}, http.StatusBadRequest, fmt.Errorf("reason of %d bytes: at most %d", len(next.Reason), claim.MaxControlText)
-		}
-	case "resume":
-	default:
-		return actionResult{}, http.StatusNotFound, fmt.Errorf("no action %q: pause or resume", action)
-	}
+	by := "dashboard@" + cfg.Instance
 	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
 	defer cancel()
-	got, changed, err := setControl(ctx, ctl, next)
-	if err != nil {
-		return actionResult{}, http.StatusServiceUnavailable, fmt.Errorf("%s: %w; nothing written", describe(cfg), err)
+	var (
+		res  actionResult
+		err2 error
+	)
+	switch action {
+	case "pause", "resume":
+		next, code, err := controlFor(r, job, action, by, now)
+		if err != nil {
+			return actionResult{}, code, err
+		}
+		res, err2 = d.setControl(ctx, ctl, next, now)
+	case "trigger":
+		res, err2 = d.trigger(ctx, ctl, cfg, job, by, now)
+	default:
+		return actionResult{}, http.StatusNotFound, fmt.Errorf("no action %q: pause, resume or trigger", action)
 	}
-	d.log.Info("dashboard: job "+action+"d", zap.String("job", job), zap.String("by", next.By))
+	if err2 != nil {
+		return actionResult{}, http.StatusServiceUnavailable, fmt.Errorf("%s: %w; nothing written", describe(cfg), err2)
+	}
+	d.log.Info("dashboard: "+action, zap.String("job", job), zap.String("by", by))
 	d.expire()
-	res := actionResult{Job: sanitize.Line(job), Action: action, Paused: got.PausedAt(now),
-		Reason: sanitize.Line(got.Reason), By: sanitize.Line(got.By), Changed: changed}
-	if !got.UntilTime().IsZero() && res.Paused {
-		res.Until = got.UntilTime().Format(time.RFC3339Nano)
-	}
+	res.Job, res.Action = sanitize.Line(job), action
 	return res, http.StatusOK, nil
 }
 
-// setControl writes next over the job's record at the version read; a
-// resume of a job not paused writes nothing. On a conflict it reads and
-// writes once more; a second conflict is an error.
-func setControl(ctx context.Context, ctl claim.Controller, next claim.Control) (claim.Control, bool, error) {
-	for try := 0; ; try++ {
-		all, err := ctl.Controls(ctx)
-		if err != nil {
-			return claim.Control{}, false, err
-		}
-		cur := claim.Control{Job: next.Job}
-		for _, c := range all {
-			if c.Job == next.Job {
-				cur = c
-			}
-		}
-		if !next.Paused && !cur.Paused {
-			return cur, false, nil
-		}
-		got, err := ctl.SetControl(ctx, next, cur.Version)
-		switch {
-		case errors.Is(err, claim.ErrConflict) && try == 0:
-			continue
-		case err != nil:
-			return claim.Control{}, false, err
-		}
-		return got, true, nil
+// controlFor is the record a pause or a resume of job writes (its
+// triggers carried over when written), from the form's until and reason.
+func controlFor(r *http.Request, job, action, by string, now time.Time) (claim.Control, int, error) {
+	next := claim.Control{Job: job, By: by, At: now.UnixMilli()}
+	if action == "resume" {
+		return next, 0, nil
 	}
+	next.Paused, next.Reason = true, r.PostForm.Get("reason")
+	if v := r.PostForm.Get("until"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil || !t.After(now) {
+			return next, http.StatusBadRequest, fmt.Errorf("until %q: want a time in the future, RFC 3339", v)
+		}
+		next.Until = t.UnixMilli()
+	}
+	if len(next.Reason) > claim.MaxControlText {
+		return next, http.StatusBadRequest, fmt.Errorf("reason of %d bytes: at most %d", len(next.Reason), claim.MaxControlText)
+	}
+	return next, 0, nil
+}
+
+// setControl writes next over the job's record at the version read,
+// keeping its triggers; a resume of a job not paused writes nothing. On a
+// conflict it reads and writes once more.
+func (d *Dashboard) setControl(ctx context.Context, ctl claim.Controller, next claim.Control, now time.Time) (actionResult, error) {
+	got, changed, err := claim.UpdateControl(ctx, ctl, next.Job, 2, func(cur claim.Control, _ int) (claim.Control, bool) {
+		next.Triggers = cur.Triggers // the runs asked for stay asked for
+		return next, next.Paused || cur.Paused
+	})
+	if err != nil {
+		return actionResult{}, err
+	}
+	res := actionResult{Paused: got.PausedAt(now), Reason: sanitize.Line(got.Reason), By: sanitize.Line(got.By), Changed: changed}
+	if !got.UntilTime().IsZero() && res.Paused {
+		res.Until = got.UntilTime().Format(time.RFC3339Nano)
+	}
+	return res, nil
+}
+
+// trigger asks for one run of job now, as anarchond trigger does.
+func (d *Dashboard) trigger(ctx context.Context, ctl claim.Controller, cfg *config.Config, job, by string, now time.Time) (actionResult, error) {
+	var j config.Job
+	for _, c := range cfg.Jobs {
+		if c.Name == job {
+			j = c
+		}
+	}
+	tr, err := scheduler.AskRun(ctx, ctl, j, by, now, cfg.Backend.Retention)
+	if err != nil {
+		return actionResult{}, err
+	}
+	return actionResult{By: sanitize.Line(by), Changed: true, Slot: time.UnixMilli(tr.Slot).UTC().Format(time.RFC3339Nano), SlotMs: tr.Slot}, nil
 }
 
 // expire makes the next request read the store again, so that the page

@@ -7,7 +7,7 @@
 // CLI's --json prints. Both render from one cached read of the store,
 // refreshed at most every dashboard.refreshMs whatever the number of
 // clients, so that the dashboard never loads the store the scheduler
-// claims in. The actions (pause, resume) need the bearer token of
+// claims in. The actions (pause, resume, trigger) need the bearer token of
 // dashboard.tokenFile.
 package dashboard
 

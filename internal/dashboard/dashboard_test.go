@@ -286,7 +286,7 @@ func post(t *testing.T, u, token string, form url.Values, hdr map[string]string)
 	return resp.StatusCode, string(body), resp.Header
 }
 
-// TestActions: pause and resume need the token; without a token file they
+// TestActions: pause, resume and trigger need the token; without a token file they
 // are refused; a cross-origin POST is refused; the page's form works.
 func TestActions(t *testing.T) {
 	b := memclaim.New(clock.Real{})
@@ -309,9 +309,19 @@ func TestActions(t *testing.T) {
 	if code, body, _ := post(t, srv.URL+"/api/v1/jobs/nope/pause", "s3cret", nil, nil); code != 404 {
 		t.Errorf("unknown job: %d %s", code, body)
 	}
+	// A trigger asks for one run: a manual trigger in the job's record,
+	// which the pause that follows keeps.
+	code, body, _ = post(t, srv.URL+"/api/v1/jobs/tick/trigger", "s3cret", nil, nil)
+	if code != 200 || !strings.Contains(body, `"action":"trigger"`) || !strings.Contains(body, `"slot_ms":`) {
+		t.Errorf("trigger: %d %s", code, body)
+	}
 	code, body, _ = post(t, srv.URL+"/api/v1/jobs/tick/pause", "s3cret", url.Values{"reason": {"deploy"}}, nil)
 	if code != 200 || !strings.Contains(body, `"paused":true,"paused_reason":"deploy","by":"dashboard@i1","changed":true`) {
 		t.Errorf("pause: %d %s", code, body)
+	}
+	if ctl, _ := b.Controls(context.Background()); len(ctl) != 1 || len(ctl[0].Triggers) != 1 ||
+		ctl[0].Triggers[0].Kind != claim.TriggerManual || ctl[0].Triggers[0].By != "dashboard@i1" {
+		t.Errorf("the record after a trigger and a pause: %+v", ctl)
 	}
 	if _, body := get(t, srv.URL+"/api/v1/jobs?job=tick"); !strings.Contains(body, `"paused":true`) {
 		t.Errorf("jobs after the pause: %s", body)
@@ -322,7 +332,7 @@ func TestActions(t *testing.T) {
 		!strings.Contains(page, "paused until resumed by dashboard@i1: deploy") {
 		t.Errorf("action page: %d\n%s", code, page)
 	}
-	if _, page := get(t, srv.URL+"/"); !strings.Contains(page, `<a href="/actions/tick">resume…</a>`) {
+	if _, page := get(t, srv.URL+"/"); !strings.Contains(page, `<a href="/actions/tick">resume… run now…</a>`) {
 		t.Errorf("the page does not link to the action page:\n%s", page)
 	}
 	if code, _ := get(t, srv.URL+"/actions/nope"); code != 404 {

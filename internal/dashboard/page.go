@@ -176,6 +176,8 @@ func doneText(s *snapshot, job, did string) string {
 	switch did {
 	case "paused", "resumed":
 		return "job " + job + " " + did + " on every instance"
+	case "triggered":
+		return "job " + job + ": one run asked for; an instance runs it within seconds"
 	case "unchanged":
 		return "job " + job + " was not paused: nothing to resume"
 	case "failed":
@@ -190,8 +192,9 @@ type actionData struct {
 	Paused     bool
 }
 
-// actionPage is GET /actions/{job}: the forms of pause or resume, on a page
-// of their own that does not refresh while the token is typed.
+// actionPage is GET /actions/{job}: the forms of pause or resume and of
+// trigger, on a page of their own that does not refresh while the token
+// is typed.
 func (d *Dashboard) actionPage(w http.ResponseWriter, r *http.Request) {
 	if !d.ActionsEnabled() {
 		noActions(w)

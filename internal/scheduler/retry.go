@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"time"
@@ -108,34 +107,51 @@ func RetryBackoff(job config.Job, of int64, k int) time.Duration {
 	return max(time.Duration(float64(d)*(1+retryJitter*f)).Round(time.Millisecond), time.Millisecond)
 }
 
-// writeRetry adds t to the job's control record, compared and set on its
-// version; after a conflict it reads and tries again. A slot the job's
-// schedule or another trigger has is moved on by a millisecond.
+// writeRetry adds t to the job's control record (AddTrigger).
 func (s *Scheduler) writeRetry(ctx context.Context, ctl claim.Controller, job config.Job, t claim.Trigger) (claim.Control, error) {
 	sc, _ := schedule.Parse(job.Schedule, job.Location)
 	keep := int64(0)
 	if s.o.Retention > 0 {
 		keep = s.o.Clock.Now().Add(-s.o.Retention).UnixMilli()
 	}
-	for try := 0; ; try++ {
-		all, err := ctl.Controls(ctx)
-		if err != nil {
-			return claim.Control{}, err
-		}
-		cur := claim.Control{Job: job.Name}
-		for _, c := range all {
-			if c.Job == job.Name {
-				cur = c
-			}
-		}
+	got, _, err := AddTrigger(ctx, ctl, job.Name, sc, t, keep, retryWrites+1)
+	return got, err
+}
+
+// AddTrigger adds t to job's control record at the first millisecond from
+// t.Slot that neither the job's schedule sc nor another trigger has,
+// dropping the triggers due before keepAfter (ms), compared and set on the
+// record's version and, after a conflict, read and tried again (tries in
+// all). It returns the record as written and t as added.
+func AddTrigger(ctx context.Context, ctl claim.Controller, job string, sc schedule.Schedule, t claim.Trigger,
+	keepAfter int64, tries int) (claim.Control, claim.Trigger, error) {
+	got, _, err := claim.UpdateControl(ctx, ctl, job, tries, func(cur claim.Control, _ int) (claim.Control, bool) {
 		t.Slot = FreeSlot(cur, sc, t.Slot)
 		t.Due = t.Slot
-		got, err := ctl.SetControl(ctx, cur.WithTrigger(t, keep), cur.Version)
-		if errors.Is(err, claim.ErrConflict) && try < retryWrites {
-			continue
-		}
-		return got, err
+		return cur.WithTrigger(t, keepAfter), true
+	})
+	return got, t, err
+}
+
+// TriggerLead is how far after the request a manual run's slot is: every
+// instance reads the trigger within its control poll (a second) and
+// claims the run like a scheduled slot, spread alike.
+const TriggerLead = 2 * time.Second
+
+// AskRun asks for one run of job now, outside its schedule (anarchond
+// trigger, the dashboard): a manual trigger in its control record, by by
+// (user@host), at its first free millisecond TriggerLead after now.
+func AskRun(ctx context.Context, ctl claim.Controller, job config.Job, by string, now time.Time, retention time.Duration) (claim.Trigger, error) {
+	sc, err := schedule.Parse(job.Schedule, job.Location)
+	if err != nil {
+		return claim.Trigger{}, fmt.Errorf("job %q: %w", job.Name, err)
 	}
+	tr := claim.Trigger{
+		ID: string(claim.NewToken()), Kind: claim.TriggerManual, Attempt: 1,
+		By: by, At: now.UnixMilli(), Slot: now.Add(TriggerLead).UnixMilli(),
+	}
+	_, tr, err = AddTrigger(ctx, ctl, job.Name, sc, tr, now.Add(-retention).UnixMilli(), 6)
+	return tr, err
 }
 
 // FreeSlot is the first millisecond from ms that is neither a slot of sc
