@@ -73,17 +73,20 @@ func writeChart(path string, rep jsonReport) error {
 		}
 	}
 	var plots []*plot.Plot
-	if len(labels) > 0 {
-		p, err := barPlot("claim latency p50 beside the store's raw round trip", "µs", labels,
-			[]series{{"claim", claim50, blue}, {"raw round trip", raw50, orange}})
-		if err != nil {
-			return err
+	for _, c := range []struct {
+		title, unit string
+		labels      []string
+		series      []series
+	}{
+		{"claim latency p50 beside the store's raw round trip", "µs", labels,
+			[]series{{"claim", claim50, blue}, {"raw round trip", raw50, orange}}},
+		{"start lag p99: 3 daemons beside the baseline forker", "ms", lagLabels,
+			[]series{{"anarchond", daemon99, blue}, {"baseline forker", forker99, green}}},
+	} {
+		if len(c.labels) == 0 {
+			continue
 		}
-		plots = append(plots, p)
-	}
-	if len(lagLabels) > 0 {
-		p, err := barPlot("start lag p99: 3 daemons beside the baseline forker", "ms", lagLabels,
-			[]series{{"anarchond", daemon99, blue}, {"baseline forker", forker99, green}})
+		p, err := barPlot(c.title, c.unit, c.labels, c.series)
 		if err != nil {
 			return err
 		}

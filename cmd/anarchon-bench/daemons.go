@@ -343,26 +343,35 @@ func (d *benchDaemon) failed(what string) error {
 // waitReady waits until /readyz answers 200: the store answered and the
 // crontab is scheduled.
 func (d *benchDaemon) waitReady(ctx context.Context) error {
-	deadline := time.Now().Add(daemonReadyTimeout)
 	c := http.Client{Timeout: time.Second}
-	for {
-		resp, err := c.Get("http://" + d.addr + "/readyz")
-		if err == nil {
+	return d.poll(ctx, 50*time.Millisecond, daemonReadyTimeout, "not ready", "/readyz not 200", func() (bool, error) {
+		if resp, err := c.Get("http://" + d.addr + "/readyz"); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body) // drained so that the connection is reused
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+			return resp.StatusCode == http.StatusOK, nil
+		}
+		return false, nil // not listening yet: asked again
+	})
+}
+
+// poll calls check every interval until it answers true or an error,
+// the daemon exits (an error naming onExit), ctx ends, or timeout passes
+// (an error naming late and the timeout).
+func (d *benchDaemon) poll(ctx context.Context, every, timeout time.Duration, onExit, late string, check func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if ok, err := check(); ok || err != nil {
+			return err
 		}
 		select {
 		case <-d.exited:
-			return d.failed("not ready")
+			return d.failed(onExit)
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(every):
 		}
 		if time.Now().After(deadline) {
-			return d.failed(fmt.Sprintf("/readyz not 200 within %v", daemonReadyTimeout))
+			return d.failed(fmt.Sprintf("%s within %v", late, timeout))
 		}
 	}
 }
@@ -413,25 +422,15 @@ func (d *benchDaemon) reload(ctx context.Context, c crontabFile) error {
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		return d.failed("SIGHUP: " + err.Error())
 	}
-	deadline := time.Now().Add(daemonReloadTimeout)
-	for {
+	return d.poll(ctx, 20*time.Millisecond, daemonReloadTimeout, "reload", "no reload", func() (bool, error) {
 		if n, err := d.metric(ctx, "anarchon_config_reloads_total", `result="ok"`); err == nil && n > before {
-			return nil
+			return true, nil
 		}
 		if n, err := d.metric(ctx, "anarchon_config_reloads_total", `result="error"`); err == nil && n > 0 {
-			return d.failed("reload refused")
+			return false, d.failed("reload refused")
 		}
-		select {
-		case <-d.exited:
-			return d.failed("reload")
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return d.failed(fmt.Sprintf("no reload within %v", daemonReloadTimeout))
-		}
-	}
+		return false, nil
+	})
 }
 
 // stop sends SIGTERM and waits for the exit (SIGKILL after

@@ -113,12 +113,7 @@ func lagAt(ctx context.Context, bin, backend string, load int, dur time.Duration
 	res = lagResult{Backend: backend, Load: load}
 	t0 := time.Now()
 	var errs []error
-	defer func() {
-		res.Took = time.Since(t0)
-		if err := errors.Join(errs...); err != nil {
-			res.Err = oneLineErr(err)
-		}
-	}()
+	defer settleMeasure(t0, &errs, &res.Took, &res.Err)
 	secs := int(dur / time.Second)
 	if load < 1 || secs < 1 {
 		errs = append(errs, fmt.Errorf("load %d, duration %v: want at least 1 job and 1 s", load, dur))
@@ -130,7 +125,7 @@ func lagAt(ctx context.Context, bin, backend string, load int, dur time.Duration
 		errs = append(errs, fmt.Errorf("bash (for $EPOCHREALTIME): %w", err))
 		return res
 	}
-	dir, err := os.MkdirTemp("", "anarchon-bench-lag-")
+	dir, st, err := measureScratch(ctx, "lag", backend)
 	if err != nil {
 		errs = append(errs, err)
 		return res
@@ -138,11 +133,6 @@ func lagAt(ctx context.Context, bin, backend string, load int, dur time.Duration
 	defer os.RemoveAll(dir)
 
 	// The daemons.
-	st, err := newDaemonStore(ctx, backend)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("setup: %w", err))
-		return res
-	}
 	daemonRecs := filepath.Join(dir, "daemons.rec")
 	jobs := numberedJobs("lag", load, lagSchedule, lagProbeArgv(bash, daemonRecs))
 	for i := range jobs {

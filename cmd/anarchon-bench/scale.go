@@ -83,14 +83,8 @@ var (
 func measureScale(ctx context.Context, backend string, jobs int, idle, busy time.Duration) (res scaleResult) {
 	res = scaleResult{Backend: backend, Jobs: jobs, BusyJobs: scaleBusyJobs, IdleStoreOpsPerMin: -1, IdleStoreOpsPerMin100: -1,
 		IdleStoreOpsSharedPerMin: -1, IdleStoreOpsSharedPerMin100: -1}
-	t0 := time.Now()
 	var errs []error
-	defer func() {
-		res.Took = time.Since(t0)
-		if err := errors.Join(errs...); err != nil {
-			res.Err = oneLineErr(err)
-		}
-	}()
+	defer settleMeasure(time.Now(), &errs, &res.Took, &res.Err)
 	if jobs < 1 || idle < time.Second || busy < 0 {
 		errs = append(errs, fmt.Errorf("jobs %d, idle %v, busy %v: want at least 1 job and 1 s idle", jobs, idle, busy))
 		return res
@@ -100,17 +94,12 @@ func measureScale(ctx context.Context, backend string, jobs int, idle, busy time
 		errs = append(errs, err)
 		return res
 	}
-	dir, err := os.MkdirTemp("", "anarchon-bench-scale-")
+	dir, st, err := measureScratch(ctx, "scale", backend)
 	if err != nil {
 		errs = append(errs, err)
 		return res
 	}
 	defer os.RemoveAll(dir)
-	st, err := newDaemonStore(ctx, backend)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("setup: %w", err))
-		return res
-	}
 	var runs []runKey // for the cleanup
 	defer func() {
 		if err := cleanupStore(st, runs); err != nil {

@@ -127,10 +127,9 @@ func parseURL(raw, passwordFile string) (*clientConfig, error) {
 
 	switch cc.Topology {
 	case Single:
-		u.RawQuery = q.Encode()
-		o, err := redis.ParseURL(u.String())
+		o, err := goRedisParse(u, q, redis.ParseURL)
 		if err != nil {
-			return nil, parseErr(err)
+			return nil, err
 		}
 		if havePassword {
 			o.Password = password
@@ -145,10 +144,9 @@ func parseURL(raw, passwordFile string) (*clientConfig, error) {
 		if err != nil {
 			return nil, err
 		}
-		u.RawQuery = q.Encode()
-		o, err := redis.ParseClusterURL(u.String())
+		o, err := goRedisParse(u, q, redis.ParseClusterURL)
 		if err != nil {
-			return nil, parseErr(err)
+			return nil, err
 		}
 		if havePassword {
 			o.Password = password
@@ -159,10 +157,9 @@ func parseURL(raw, passwordFile string) (*clientConfig, error) {
 		}
 		cc.cluster = o
 	case Sentinel:
-		u.RawQuery = q.Encode()
-		o, err := redis.ParseFailoverURL(u.String())
+		o, err := goRedisParse(u, q, redis.ParseFailoverURL)
 		if err != nil {
-			return nil, parseErr(err)
+			return nil, err
 		}
 		// go-redis reads the user info as the sentinels' credentials; ours
 		// are the data servers', as in the other topologies.
@@ -187,6 +184,17 @@ func parseURL(raw, passwordFile string) (*clientConfig, error) {
 		cc.failover = o
 	}
 	return cc, nil
+}
+
+// goRedisParse hands u, with the query q, to go-redis's parser of a
+// topology's URL. Its error never quotes the URL.
+func goRedisParse[O any](u *url.URL, q url.Values, parse func(string) (*O, error)) (*O, error) {
+	u.RawQuery = q.Encode()
+	o, err := parse(u.String())
+	if err != nil {
+		return nil, parseErr(err)
+	}
+	return o, nil
 }
 
 // applyTLS makes the client use t (backend.redis.tls): it turns TLS on for

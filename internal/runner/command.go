@@ -71,15 +71,9 @@ func (r *Runner) runAs(job, name string, spec *supervise.Spec) (*user.User, erro
 	if name == "" {
 		return nil, nil
 	}
-	u, err := user.Lookup(name)
+	u, err := lookupNameOrID[*user.User, user.UnknownUserError](name, user.Lookup, user.LookupId)
 	if err != nil {
-		var unknown user.UnknownUserError
-		if _, perr := strconv.ParseUint(name, 10, 32); perr == nil && errors.As(err, &unknown) {
-			u, err = user.LookupId(name)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("job %q: user %q: %w", job, name, err)
-		}
+		return nil, fmt.Errorf("job %q: user %q: %w", job, name, err)
 	}
 	geteuid := r.geteuid
 	if geteuid == nil {
@@ -119,15 +113,9 @@ func (r *Runner) runAs(job, name string, spec *supervise.Spec) (*user.User, erro
 // runs as another user (u, resolved by runAs; nil when the daemon runs the
 // job as itself, where a group it does not have is refused).
 func runAsGroup(job, name string, u *user.User, spec *supervise.Spec) error {
-	g, err := user.LookupGroup(name)
+	g, err := lookupNameOrID[*user.Group, user.UnknownGroupError](name, user.LookupGroup, user.LookupGroupId)
 	if err != nil {
-		var unknown user.UnknownGroupError
-		if _, perr := strconv.ParseUint(name, 10, 32); perr == nil && errors.As(err, &unknown) {
-			g, err = user.LookupGroupId(name)
-		}
-		if err != nil {
-			return fmt.Errorf("job %q: group %q: %w", job, name, err)
-		}
+		return fmt.Errorf("job %q: group %q: %w", job, name, err)
 	}
 	gid, err := strconv.ParseUint(g.Gid, 10, 32)
 	if err != nil {
@@ -141,4 +129,16 @@ func runAsGroup(job, name string, u *user.User, spec *supervise.Spec) error {
 	}
 	spec.GID = uint32(gid)
 	return nil
+}
+
+// lookupNameOrID looks name (a user or a group) up by name, and, when no
+// such name is known and name is a number, by id: byName and byID are the
+// os/user lookups, Unknown the error byName answers for an unknown name.
+func lookupNameOrID[T any, Unknown error](name string, byName, byID func(string) (T, error)) (T, error) {
+	v, err := byName(name)
+	var unknown Unknown
+	if _, perr := strconv.ParseUint(name, 10, 32); perr == nil && errors.As(err, &unknown) {
+		return byID(name)
+	}
+	return v, err
 }

@@ -167,9 +167,17 @@ func (c *cron) lastChange(u time.Time) time.Time {
 	if c.offset(lo) == off {
 		return hi
 	}
-	for hi.Sub(lo) > time.Second { // offset(lo) != off == offset(hi)
+	// offset(lo) != off == offset(hi)
+	return bisect(lo, hi, func(t time.Time) bool { return c.offset(t) == off })
+}
+
+// bisect returns the instant in (lo, hi], to the second, at which
+// reached starts to hold: it does not at lo, it does at hi, and it
+// changes once between them.
+func bisect(lo, hi time.Time, reached func(time.Time) bool) time.Time {
+	for hi.Sub(lo) > time.Second {
 		mid := lo.Add(hi.Sub(lo) / 2).Truncate(time.Second)
-		if c.offset(mid) == off {
+		if reached(mid) {
 			hi = mid
 		} else {
 			lo = mid
@@ -208,15 +216,8 @@ func (c *cron) periodEnd(u time.Time, off int) time.Time {
 	if c.offset(hi) == off {
 		return hi // offsets change at most a few times a year
 	}
-	for hi.Sub(lo) > time.Second { // offset(lo) == off != offset(hi)
-		mid := lo.Add(hi.Sub(lo) / 2).Truncate(time.Second)
-		if c.offset(mid) == off {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return hi
+	// offset(lo) == off != offset(hi)
+	return bisect(lo, hi, func(t time.Time) bool { return c.offset(t) != off })
 }
 
 // naive returns the wall time of instant u at UTC offset off (seconds).

@@ -34,61 +34,58 @@ type server struct {
 // startRedis starts a private Redis with an fsync'd append-only file in
 // dir, so that a restart keeps every claim.
 func startRedis(ctx context.Context, dir, shared string) (*server, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, fmt.Errorf("private redis: %w (or run with -private-servers=false to use %s)", err, shared)
-	}
-	ports, err := testserver.FreePorts(1)
-	if err != nil {
-		return nil, err
-	}
-	port := ports[0]
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	s := &server{
-		title: "private redis " + addr,
-		argv: []string{bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--save", "",
-			"--appendonly", "yes", "--appendfsync", "always", "--dir", dir, "--daemonize", "no"},
-		addr: addr,
-		log:  filepath.Join(dir, "redis.log"),
-		ready: func(ctx context.Context) error {
-			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-			defer c.Close()
-			return c.Ping(ctx).Err() // LOADING while it reads the AOF
-		},
-	}
-	return s, s.firstStart(ctx, dir)
+	return startPrivate(ctx, dir, shared, "redis", "redis-server", func(port string) []string {
+		return []string{"--bind", "127.0.0.1", "--port", port, "--save", "",
+			"--appendonly", "yes", "--appendfsync", "always", "--dir", dir, "--daemonize", "no"}
+	}, func(ctx context.Context, addr string) error {
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		defer c.Close()
+		return c.Ping(ctx).Err() // LOADING while it reads the AOF
+	})
 }
 
 // startNATS starts a private NATS server with JetStream on disk in dir.
 func startNATS(ctx context.Context, dir, shared string) (*server, error) {
-	bin, err := exec.LookPath("nats-server")
+	return startPrivate(ctx, dir, shared, "nats", "nats-server", func(port string) []string {
+		return []string{"-a", "127.0.0.1", "-p", port, "-js", "-sd", dir}
+	}, func(ctx context.Context, addr string) error {
+		nc, err := nats.Connect("nats://"+addr, nats.Timeout(time.Second), nats.NoReconnect())
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		_, err = js.AccountInfo(ctx)
+		return err
+	})
+}
+
+// startPrivate starts a private server of kind (redis, nats) in dir: the
+// program prog from PATH on a free loopback port, with the arguments args
+// makes for that port, ready once ready answers nil at its address. Its
+// log is dir/KIND.log; shared names the shared server in the message when
+// prog is not installed.
+func startPrivate(ctx context.Context, dir, shared, kind, prog string, args func(port string) []string,
+	ready func(ctx context.Context, addr string) error) (*server, error) {
+	bin, err := exec.LookPath(prog)
 	if err != nil {
-		return nil, fmt.Errorf("private nats: %w (or run with -private-servers=false to use %s)", err, shared)
+		return nil, fmt.Errorf("private %s: %w (or run with -private-servers=false to use %s)", kind, err, shared)
 	}
 	ports, err := testserver.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
-	port := ports[0]
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	port := fmt.Sprint(ports[0])
+	addr := "127.0.0.1:" + port
 	s := &server{
-		title: "private nats " + addr,
-		argv:  []string{bin, "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", dir},
+		title: "private " + kind + " " + addr,
+		argv:  append([]string{bin}, args(port)...),
 		addr:  addr,
-		log:   filepath.Join(dir, "nats.log"),
-		ready: func(ctx context.Context) error {
-			nc, err := nats.Connect("nats://"+addr, nats.Timeout(time.Second), nats.NoReconnect())
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
-			_, err = js.AccountInfo(ctx)
-			return err
-		},
+		log:   filepath.Join(dir, kind+".log"),
+		ready: func(ctx context.Context) error { return ready(ctx, addr) },
 	}
 	return s, s.firstStart(ctx, dir)
 }

@@ -210,40 +210,39 @@ func MultiDSN(servers ...*Server) string {
 
 // createDatabase creates Database, connected to the database postgres.
 func (s *Server) createDatabase() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, strings.Replace(s.DSN(), "dbname="+Database, "dbname=postgres", 1))
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", s.Name, err)
-	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+Database)
-	return err
+	dsn := strings.Replace(s.DSN(), "dbname="+Database, "dbname=postgres", 1)
+	return s.withConn(context.Background(), dsn, func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "CREATE DATABASE "+Database)
+		return err
+	})
 }
 
 // Exec runs one statement on a connection of its own to s.
 func (s *Server) Exec(ctx context.Context, sql string, args ...any) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, s.DSN())
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", s.Name, err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		return fmt.Errorf("%s on %s: %w", sql, s.Name, err)
-	}
-	return nil
+	return s.withConn(ctx, s.DSN(), func(ctx context.Context, conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			return fmt.Errorf("%s on %s: %w", sql, s.Name, err)
+		}
+		return nil
+	})
 }
 
 // QueryRow scans the one row of sql on a connection of its own to s.
 func (s *Server) QueryRow(ctx context.Context, sql string, dest ...any) error {
+	return s.withConn(ctx, s.DSN(), func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, sql).Scan(dest...)
+	})
+}
+
+// withConn runs f on a connection of its own to dsn (a database of s),
+// all within 30 s.
+func (s *Server) withConn(ctx context.Context, dsn string, f func(ctx context.Context, conn *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, s.DSN())
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", s.Name, err)
 	}
 	defer conn.Close(context.Background())
-	return conn.QueryRow(ctx, sql).Scan(dest...)
+	return f(ctx, conn)
 }

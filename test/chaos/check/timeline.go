@@ -218,6 +218,13 @@ func (tl *timeline) unhealthy(i int, a, b int64) string {
 	if !running {
 		return fmt.Sprintf("%s not running throughout %s", instName(i), rangeText(a, b))
 	}
+	return tl.pausedOrCut(i, a, b)
+}
+
+// pausedOrCut returns why instance i (known) was paused, or cut off from
+// the store (a cut or blackhole), at some instant of [a, b], or "" when
+// it was neither.
+func (tl *timeline) pausedOrCut(i int, a, b int64) string {
 	for _, s := range tl.paused[i] {
 		if s.meets(a, b) {
 			return fmt.Sprintf("%s paused %s", instName(i), tl.spanText(s))
@@ -354,15 +361,8 @@ func (tl *timeline) disturbedIn(i int, a, b int64) string {
 		return faultText(f)
 	}
 	if i >= 0 && i < tl.n {
-		for _, s := range tl.paused[i] {
-			if s.meets(a, b) {
-				return fmt.Sprintf("%s paused %s", instName(i), tl.spanText(s))
-			}
-		}
-		for _, s := range tl.cut[i] {
-			if s.meets(a, b) {
-				return fmt.Sprintf("%s %s %s", instName(i), s.Kind, tl.spanText(s))
-			}
+		if why := tl.pausedOrCut(i, a, b); why != "" {
+			return why
 		}
 	}
 	return tl.storeDownIn(a, b)
