@@ -744,29 +744,35 @@ func parseSchedule(expr string, loc *time.Location) (s schedule.Schedule, err er
 }
 
 // checkRetention: backend.retention prunes finished runs by slot age, so it
-// must cover the largest maxLate, or a late claim would find its run gone and
-// run it again.
+// must cover the largest maxLate (plus the job's jitterMs: a jittered run
+// is claimed up to maxLate after its start), or a late claim would find its
+// run gone and run it again.
 func (p *parser) checkRetention(retention setting[time.Duration], infos []jobInfo) {
+	late := func(i *jobInfo) int64 { return i.pol.maxLate.val + i.pol.jitter.val }
 	var worst *jobInfo
 	for i := range infos {
-		if worst == nil || infos[i].pol.maxLate.val > worst.pol.maxLate.val {
+		if worst == nil || late(&infos[i]) > late(worst) {
 			worst = &infos[i]
 		}
 	}
 	if worst == nil {
 		return
 	}
-	maxLate := time.Duration(worst.pol.maxLate.val) * time.Millisecond
-	if retention.val >= maxLate {
+	need := time.Duration(late(worst)) * time.Millisecond
+	if retention.val >= need {
 		return
+	}
+	what, val := "maxLateMs", fmt.Sprint(worst.pol.maxLate.val)
+	if worst.pol.jitter.val > 0 {
+		what, val = "maxLateMs + jitterMs", fmt.Sprintf("%d + %d", worst.pol.maxLate.val, worst.pol.jitter.val)
 	}
 	if retention.at != nil {
-		p.errorf(retention.at, "retention %s must be at least the largest maxLateMs (%d, job %q, from %s): a late claim must still find its run",
-			retention.val, worst.pol.maxLate.val, worst.name, worst.pol.maxLate.origin())
+		p.errorf(retention.at, "retention %s must be at least the largest %s (%s, job %q, from %s): a late claim must still find its run",
+			retention.val, what, val, worst.name, worst.pol.maxLate.origin())
 		return
 	}
-	p.errorf(worst.pol.maxLate.at, "maxLateMs %d is longer than backend.retention (%s, the built-in default): raise backend.retention to at least %s",
-		worst.pol.maxLate.val, retention.val, maxLate)
+	p.errorf(worst.pol.maxLate.at, "%s %s is longer than backend.retention (%s, the built-in default): raise backend.retention to at least %s",
+		what, val, retention.val, need)
 }
 
 // checkOverlap refuses overlap: skip, replace and queue on a claim-only

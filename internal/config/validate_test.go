@@ -300,6 +300,8 @@ var errorCases = []struct {
 	// ---- retention ----
 	{name: "retention below a job maxLate", yaml: "backend: {retention: 1m}\njobs:\n" + job("a") + "    maxLateMs: 120000\n",
 		want: []string{`1:backend.retention:retention 1m0s must be at least the largest maxLateMs (120000, job "a", from jobs[0].maxLateMs, line 6)`}},
+	{name: "retention below a job's maxLate and jitter", yaml: "backend: {retention: 1m}\njobs:\n" + job("a") + "    maxLateMs: 30000\n    jitterMs: 40000\n",
+		want: []string{`1:backend.retention:retention 1m0s must be at least the largest maxLateMs + jitterMs (30000 + 40000, job "a", from jobs[0].maxLateMs, line 6)`}},
 	{name: "maxLate above the built-in retention", yaml: "jobs:\n" + job("a") + "    maxLateMs: 700000000\n",
 		want: []string{`5:jobs[0].maxLateMs:maxLateMs 700000000 is longer than backend.retention (168h0m0s, the built-in default)`}},
 
