@@ -48,15 +48,11 @@ func (b *Backend) PruneKeep(ctx context.Context, job string, keep int, olderThan
 }
 
 func (b *Backend) pruneKeep(ctx context.Context, job string, keep int, olderThan time.Duration) (int64, error) {
-	tx, err := b.db.BeginTx(ctx, nil)
+	tx, now, err := b.beginAt(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
+		return 0, err
 	}
 	defer tx.Rollback()
-	var now int64
-	if err := tx.QueryRowContext(ctx, selectNowSQL).Scan(&now); err != nil {
-		return 0, fmt.Errorf("read store time: %w", err)
-	}
 	rows, err := tx.QueryContext(ctx, pruneKeepSQL, job, keep, now-olderThan.Milliseconds())
 	if err != nil {
 		return 0, fmt.Errorf("delete runs: %w", err)

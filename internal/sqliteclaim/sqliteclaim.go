@@ -796,16 +796,26 @@ func (b *Backend) Prune(ctx context.Context, olderThan time.Duration) (int64, er
 	return n, nil
 }
 
-func (b *Backend) prune(ctx context.Context, olderThan time.Duration) (int64, error) {
+// beginAt begins a transaction and reads the store's time in it (ms).
+func (b *Backend) beginAt(ctx context.Context) (*sql.Tx, int64, error) {
 	tx, err := b.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
+		return nil, 0, fmt.Errorf("begin: %w", err)
 	}
-	defer tx.Rollback()
 	var now int64
 	if err := tx.QueryRowContext(ctx, selectNowSQL).Scan(&now); err != nil {
-		return 0, fmt.Errorf("read store time: %w", err)
+		tx.Rollback()
+		return nil, 0, fmt.Errorf("read store time: %w", err)
 	}
+	return tx, now, nil
+}
+
+func (b *Backend) prune(ctx context.Context, olderThan time.Duration) (int64, error) {
+	tx, now, err := b.beginAt(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
 	rows, err := tx.QueryContext(ctx, pruneRunsSQL, now-olderThan.Milliseconds())
 	if err != nil {
 		return 0, fmt.Errorf("delete runs: %w", err)
