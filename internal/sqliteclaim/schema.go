@@ -55,6 +55,9 @@ var migrations = []string{
 	// row per job an operator paused or resumed, written whole by one
 	// compare-and-set statement on version.
 	controlV3,
+	// 4: the instances' heartbeat records (claim.Registry,
+	// instances.go): one row per instance, upserted by each beat.
+	instancesV4,
 }
 
 // SQL of the migration machinery.
