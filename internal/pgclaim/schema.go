@@ -342,6 +342,11 @@ var migrations = []string{
 	// compare-and-set statement on version. A new table: instances of
 	// version 5 still running during an upgrade never touch it.
 	controlV6,
+	// 7: the instances' heartbeat records (claim.Registry,
+	// instances.go): one row per instance, upserted by each beat. A new
+	// table: instances of version 6 still running during an upgrade never
+	// touch it.
+	instancesV7,
 }
 
 // notesV5 is the table change of migration 5.
