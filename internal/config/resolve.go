@@ -69,6 +69,7 @@ var (
 	logFormats     = []string{"auto", "console", "json"}
 	overlapChoices = []string{"skip", "allow"}
 	catchUpChoices = []string{CatchUpNone, CatchUpLatest, CatchUpAll}
+	onDriftChoices = []string{OnDriftRun, OnDriftPause}
 
 	// jobReservedEnv are set by the daemon for every run
 	// (docs/spec.md#s6-jobs); a job's env may not set them.
@@ -350,6 +351,7 @@ type policy struct {
 	shell        setting[string]
 	outputTail   setting[int64]
 	inheritEnv   setting[[]string]
+	onDrift      setting[string]
 }
 
 // DefaultClaimAheadMs is the built-in claimAheadMs of backendType: its
@@ -380,6 +382,7 @@ func builtinPolicy(b *Backend) policy {
 		killGrace:   def[int64](defaultKillGraceMs),
 		shell:       def(defaultShell),
 		outputTail:  def[int64](defaultOutputTailBytes),
+		onDrift:     def(OnDriftRun),
 	}
 }
 
@@ -412,6 +415,7 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	pol.shell = get(p, vals, prefix+"shell", base.shell, p.asString, store.NotEmpty)
 	pol.outputTail = get(p, vals, prefix+"outputTailBytes", base.outputTail, p.asInt, store.IntRange(0, MaxOutputTailBytes))
 	pol.inheritEnv = get(p, vals, prefix+"inheritEnv", base.inheritEnv, p.asEnvNames, nil)
+	pol.onDrift = get(p, vals, prefix+"onDrift", base.onDrift, p.asString, store.OneOf(onDriftChoices...))
 	return pol
 }
 
@@ -633,6 +637,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.Shell = pol.shell.val
 	j.OutputTailBytes = int(pol.outputTail.val)
 	j.InheritEnv = pol.inheritEnv.val
+	j.OnDrift = pol.onDrift.val
 
 	info := jobInfo{name: rj.name, pol: pol}
 	sched := str("schedule", func(s string) string {

@@ -50,6 +50,7 @@ var defaultsSpecs = []*spec{
 	{key: "shell", kind: kindString},
 	{key: "outputTailBytes", kind: kindInt},
 	{key: "inheritEnv", kind: kindStrings},
+	{key: "onDrift", kind: kindString},
 }
 
 // jobSpecs are the keys of one entry of "jobs".
