@@ -28,9 +28,10 @@ func newJobsCmd(env Env) *cobra.Command {
 		Short: "List the crontab's jobs: schedule, next slot, pause, last outcome",
 		Long: "List the crontab's jobs, one row each: schedule and zone, next slot, whether it is paused\n" +
 			"(until when, by whom, why: anarchond pause), and its newest run or note in the store\n" +
-			"(its status and slot). --json: one object per job with job, schedule, timezone,\n" +
+			"(its status and slot), and the fields the live instances define differently (drift,\n" +
+			"from their heartbeat records). --json: one object per job with job, schedule, timezone,\n" +
 			"next_slot, next_slot_ms, paused, paused_until, paused_reason, paused_by, last_status,\n" +
-			"last_slot_ms.",
+			"last_slot_ms, drift, drift_fields.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := cf.load(env)
@@ -81,12 +82,22 @@ func readJobs(ctx context.Context, env Env, cfg *config.Config, b claim.Backend)
 			controls[c.Job] = c
 		}
 	}
+	drift := map[string][]string{}
+	if _, err := claim.RegistryOf(b, cfg.Backend.Type); err == nil {
+		v, err := readCluster(ctx, cfg, b)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range v.Drift {
+			drift[d.Job] = d.Fields
+		}
+	}
 	out := make([]status.Job, len(cfg.Jobs))
 	errs := make([]error, len(cfg.Jobs))
 	sem := make(chan struct{}, jobsReaders)
 	var wg sync.WaitGroup
 	for i, j := range cfg.Jobs {
-		out[i] = status.Job{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Control: controls[j.Name], Now: now}
+		out[i] = status.Job{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Control: controls[j.Name], Now: now, Drift: drift[j.Name]}
 		if sc, err := schedule.Parse(j.Schedule, j.Location); err == nil {
 			out[i].Next = sc.Next(now)
 		}

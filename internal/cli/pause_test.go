@@ -32,17 +32,19 @@ const twoJobs = `jobs:
 
 // jobRow is one line of jobs --json.
 type jobRow struct {
-	Job          string  `json:"job"`
-	Schedule     string  `json:"schedule"`
-	Timezone     string  `json:"timezone"`
-	NextSlot     *string `json:"next_slot"`
-	NextSlotMs   *int64  `json:"next_slot_ms"`
-	Paused       bool    `json:"paused"`
-	PausedUntil  *string `json:"paused_until"`
-	PausedReason string  `json:"paused_reason"`
-	PausedBy     string  `json:"paused_by"`
-	LastStatus   *string `json:"last_status"`
-	LastSlotMs   *int64  `json:"last_slot_ms"`
+	Job          string   `json:"job"`
+	Schedule     string   `json:"schedule"`
+	Timezone     string   `json:"timezone"`
+	NextSlot     *string  `json:"next_slot"`
+	NextSlotMs   *int64   `json:"next_slot_ms"`
+	Paused       bool     `json:"paused"`
+	PausedUntil  *string  `json:"paused_until"`
+	PausedReason string   `json:"paused_reason"`
+	PausedBy     string   `json:"paused_by"`
+	LastStatus   *string  `json:"last_status"`
+	LastSlotMs   *int64   `json:"last_slot_ms"`
+	Drift        bool     `json:"drift"`
+	DriftFields  []string `json:"drift_fields"`
 }
 
 // jobsOf runs jobs --json in dir and returns its rows by job, checking
@@ -59,8 +61,8 @@ func jobsOf(t *testing.T, dir string) map[string]jobRow {
 		if err := json.Unmarshal([]byte(line), &fields); err != nil {
 			t.Fatalf("%v: %q", err, line)
 		}
-		if len(fields) != 11 {
-			t.Fatalf("a jobs --json line has %d fields, want 11: %s", len(fields), line)
+		if len(fields) != 13 {
+			t.Fatalf("a jobs --json line has %d fields, want 13: %s", len(fields), line)
 		}
 		var r jobRow
 		dec := json.NewDecoder(strings.NewReader(line))
@@ -98,7 +100,7 @@ func TestPauseResumeJobs(t *testing.T) {
 		t.Fatalf("jobs after pausing a: %+v", rows)
 	}
 	code, out, _ = run(t, dir, "jobs", "--config", "c.yaml")
-	if code != 0 || !regexp.MustCompile(`(?m)^a +\*/30 \* \* \* \* +Europe/Athens +\S+ +until \S+ by \S+: db migration +-$`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^a +\*/30 \* \* \* \* +Europe/Athens +\S+ +until \S+ by \S+: db migration +- +-$`).MatchString(out) {
 		t.Fatalf("jobs table (exit %d):\n%s", code, out)
 	}
 	code, out, _ = run(t, dir, "resume", "--config", "c.yaml", "a")

@@ -304,3 +304,16 @@ func ProcessAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
+
+// Leave writes the record one last time, expired at once, so that the
+// cluster view shows the stopped instance gone at once rather than after
+// its ttl; bounded by ctx, and a failure is left to the ttl.
+func (b *Beater) Leave(ctx context.Context) {
+	b.mu.RLock()
+	self := b.self
+	b.mu.RUnlock()
+	self.LastSeen = b.o.Clock.Now()
+	if _, err := b.o.Registry.Beat(ctx, self, 0); err != nil {
+		b.o.Log.Debug("could not mark this instance's heartbeat record gone; it expires by itself", zap.Error(err))
+	}
+}

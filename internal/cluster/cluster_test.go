@@ -69,7 +69,7 @@ func TestAnalyze(t *testing.T) {
 		rec("c", "h3", "1.2.0", now.Add(-time.Second), job("x", "new"), job("y", "y")),
 		rec("a", "h1", "1.2.0", now.Add(-time.Second), job("x", "old"), job("y", "y")),
 		rec("b", "h2", "1.1.9", now.Add(-2*time.Second), job("x", "old")),
-		rec("gone", "h4", "1.0.0", now.Add(-time.Minute), job("x", "other")),        // expired: not counted
+		rec("gone", "h4", "1.0.0", now.Add(-time.Minute), job("x", "other")),         // expired: not counted
 		rec("pruned", "h5", "1.0.0", now.Add(-2*time.Hour), job("x", "other again")), // past retention
 	}
 	v := Analyze(recs, now)
@@ -249,5 +249,18 @@ func TestBeaterFailureLoggedOnce(t *testing.T) {
 	}
 	if m, ok := b.View().Member("a"); !ok || !m.Alive {
 		t.Errorf("after the recovery the view lacks this instance: %+v", b.View())
+	}
+}
+
+func TestLeaveMarksTheRecordGone(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	bs, _, _ := beaters(t, clk, nil, nil)
+	bs[0].Leave(context.Background())
+	bs[1].beat(context.Background())
+	if m, ok := bs[1].View().Member("a"); !ok || m.Alive {
+		t.Errorf("a left, yet the view says %+v (listed %v)", m, ok)
+	}
+	if m, _ := bs[1].View().Member("b"); !m.Alive {
+		t.Errorf("b is not alive: %+v", m)
 	}
 }

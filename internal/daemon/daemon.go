@@ -22,6 +22,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/cluster"
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/metrics"
 	"github.com/anarchon/anarchon/internal/runner"
@@ -40,6 +41,8 @@ type Options struct {
 	// Reload loads the crontab again (on SIGHUP, or when the file changes
 	// with watch: true); it returns config.Errors for an invalid file.
 	Reload func() (*config.Config, error)
+	// Version is the daemon's version, published in its heartbeat record.
+	Version string
 }
 
 // Run runs the daemon until SIGTERM or SIGINT (or ctx), then stops
@@ -102,10 +105,15 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			started = "guard " + strings.Join(argv, " ")
 		}
 	}
+	beater, err := startCluster(ctx, cfg, b, o, m, log)
+	if err != nil {
+		return err
+	}
 	s, err := scheduler.New(scheduler.Options{
 		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance, Executor: r,
 		ShutdownGrace: cfg.ShutdownGrace, Retention: cfg.Backend.Retention,
 		Hooks: schedulerHooks(m), ControlPoll: scheduler.DefaultControlPoll,
+		Drifting: drifting(beater),
 	}, cfg.Jobs)
 	if err != nil {
 		return err
@@ -138,7 +146,10 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			return err
 		}
 	}
-	workers.Go(func() { reloadLoop(wctx, reloads, cfg, s, o.Reload, m, log) })
+	workers.Go(func() { reloadLoop(wctx, reloads, cfg, s, beater, o.Reload, m, log) })
+	if beater != nil {
+		workers.Go(func() { beater.Run(wctx) })
+	}
 	workers.Go(func() { probeStore(wctx, b, o.Clock, m, log) })
 	workers.Go(func() { watchdog(wctx, o.Clock) })
 	workers.Go(func() {
@@ -160,6 +171,11 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	releaseMemory()
 	err = s.Run(ctx)
 	cancelWorkers()
+	if beater != nil {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		beater.Leave(lctx)
+		cancel()
+	}
 	log.Info("anarchond stopped")
 	return err
 }
@@ -244,7 +260,7 @@ func openStore(ctx context.Context, cfg *config.Config, clk clock.Clock, log *za
 // changed with watch: true). A valid file replaces the jobs; an invalid one
 // is logged with every problem and counted, and the old crontab keeps
 // running. Changes outside jobs (backend, instance) need a restart.
-func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, s *scheduler.Scheduler, load func() (*config.Config, error), m *metrics.Metrics, log *zap.Logger) {
+func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, s *scheduler.Scheduler, bt *cluster.Beater, load func() (*config.Config, error), m *metrics.Metrics, log *zap.Logger) {
 	for {
 		var why string
 		select {
@@ -283,6 +299,9 @@ func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, 
 		notify(log, fmt.Sprintf("READY=1\nSTATUS=scheduling %d job(s)", len(next.Jobs)))
 		cur = next
 		m.Jobs(next.Jobs)
+		if bt != nil {
+			bt.SetJobs(next.Jobs)
+		}
 		releaseMemory()
 	}
 }

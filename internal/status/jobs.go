@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,6 +24,9 @@ type Job struct {
 	Now     time.Time
 	// Last is the job's newest run or note; nil when the store has none.
 	Last *claim.Run
+	// Drift are the groups of fields the live instances define
+	// differently (cluster.JobDrift.Fields); nil when they agree.
+	Drift []string
 }
 
 // JobRecord is one job as `jobs --json` prints it (docs/spec.md#s6-cli).
@@ -38,6 +42,10 @@ type JobRecord struct {
 	PausedBy     string  `json:"paused_by"`
 	LastStatus   *string `json:"last_status"`
 	LastSlotMs   *int64  `json:"last_slot_ms"`
+	// Drift: the live instances define the job differently
+	// (docs/spec.md#s6-cluster); DriftFields names the fields.
+	Drift       bool     `json:"drift"`
+	DriftFields []string `json:"drift_fields"`
 }
 
 // JobRecordOf converts j, sanitising what came from the crontab and the
@@ -46,6 +54,7 @@ type JobRecord struct {
 func JobRecordOf(j Job) JobRecord {
 	rec := JobRecord{
 		Job: sanitize.Line(j.Name), Schedule: sanitize.Line(j.Schedule), Timezone: sanitize.Line(j.Timezone),
+		DriftFields: []string{},
 	}
 	if !j.Next.IsZero() {
 		s, ms := j.Next.UTC().Format(time.RFC3339Nano), j.Next.UnixMilli()
@@ -62,6 +71,12 @@ func JobRecordOf(j Job) JobRecord {
 	if j.Last != nil {
 		st, ms := sanitize.Line(string(j.Last.Status)), j.Last.Slot
 		rec.LastStatus, rec.LastSlotMs = &st, &ms
+	}
+	if len(j.Drift) > 0 {
+		rec.Drift = true
+		for _, f := range j.Drift {
+			rec.DriftFields = append(rec.DriftFields, sanitize.Line(f))
+		}
 	}
 	return rec
 }
@@ -80,7 +95,7 @@ func WriteJobsJSON(w io.Writer, jobs []Job) error {
 // WriteJobsTable prints the jobs as an aligned table with a header.
 func WriteJobsTable(w io.Writer, jobs []Job) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSCHEDULE\tZONE\tNEXT\tPAUSED\tLAST")
+	fmt.Fprintln(tw, "JOB\tSCHEDULE\tZONE\tNEXT\tPAUSED\tLAST\tDRIFT")
 	for _, j := range jobs {
 		rec := JobRecordOf(j)
 		next, last := "-", "-"
@@ -94,7 +109,11 @@ func WriteJobsTable(w io.Writer, jobs []Job) error {
 			}
 			last += " " + time.UnixMilli(*rec.LastSlotMs).UTC().Format(time.RFC3339Nano)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rec.Job, rec.Schedule, rec.Timezone, next, pausedCell(rec), last)
+		drift := "-"
+		if rec.Drift {
+			drift = strings.Join(rec.DriftFields, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rec.Job, rec.Schedule, rec.Timezone, next, pausedCell(rec), last, drift)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write jobs: %w", err)

@@ -1,0 +1,45 @@
+package daemon
+
+import (
+	"context"
+	"os"
+
+	"go.uber.org/zap"
+
+	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/cluster"
+	"github.com/anarchon/anarchon/internal/config"
+	"github.com/anarchon/anarchon/internal/metrics"
+)
+
+// startCluster starts the instance's heartbeat (docs/spec.md#s6-cluster)
+// when the store keeps instance records: it refuses a name another live
+// instance holds, writes the first beat and reads the records before the
+// first slot. nil (and no error) when the store keeps none.
+func startCluster(ctx context.Context, cfg *config.Config, b claim.Backend, o Options, m *metrics.Metrics, log *zap.Logger) (*cluster.Beater, error) {
+	reg, err := claim.RegistryOf(b, cfg.Backend.Type)
+	if err != nil {
+		log.Info(err.Error() + "; the cluster view, crontab drift detection and the check of duplicate instance names are off")
+		return nil, nil
+	}
+	host, _ := os.Hostname()
+	bt := cluster.NewBeater(cluster.Options{
+		Registry: reg, Clock: o.Clock, Log: log, Hooks: m.ClusterHooks(),
+		Self: claim.Instance{
+			Name: cfg.Instance, Host: host, PID: os.Getpid(), Version: o.Version,
+			StartedAt: o.Clock.Now(), Retain: cfg.Backend.Retention,
+		},
+	}, cfg.Jobs)
+	if err := bt.Start(ctx); err != nil {
+		return nil, err
+	}
+	return bt, nil
+}
+
+// drifting is bt's Drifting, or nil without a heartbeat.
+func drifting(bt *cluster.Beater) func(string) bool {
+	if bt == nil {
+		return nil
+	}
+	return bt.Drifting
+}
