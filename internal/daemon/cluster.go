@@ -17,9 +17,10 @@ import (
 // instance holds, writes the first beat and reads the records before the
 // first slot. nil (and no error) when the store keeps none.
 func startCluster(ctx context.Context, cfg *config.Config, b claim.Backend, o Options, m *metrics.Metrics, log *zap.Logger) (*cluster.Beater, error) {
-	reg, err := claim.RegistryOf(b, cfg.Backend.Type)
-	if err != nil {
-		log.Info(err.Error() + "; the cluster view, crontab drift detection and the check of duplicate instance names are off")
+	reg, ok := b.(claim.Registry)
+	if !ok {
+		_, why := claim.RegistryOf(b, cfg.Backend.Type)
+		log.Info(why.Error() + "; the cluster view, crontab drift detection and the check of duplicate instance names are off")
 		return nil, nil
 	}
 	host, _ := os.Hostname()

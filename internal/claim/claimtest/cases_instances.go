@@ -115,7 +115,7 @@ func (s *suite) testBeatThenListed(t *testing.T) {
 	got := mustBeat(ctx, t, b, in, ttl)
 	wantRecord(t, got, in, "the record Beat returned")
 	if s.h.Advance == nil {
-		if d := got.LastSeen.Sub(time.Now()).Abs(); d > s.h.ClockSkew {
+		if d := time.Until(got.LastSeen).Abs(); d > s.h.ClockSkew {
 			t.Fatalf("LastSeen %v is %v from the local clock (more than %v)", got.LastSeen, d, s.h.ClockSkew)
 		}
 	}
