@@ -178,7 +178,21 @@ func (b *Beater) beat(ctx context.Context) {
 	if now.IsZero() {
 		now = b.o.Clock.Now()
 	}
+	b.checkTwin(recs, self)
 	b.update(Analyze(recs, now))
+}
+
+// checkTwin logs an error when the record of this instance's name, read
+// just after this instance wrote it, is another process's: two live
+// daemons share the name (docs/spec.md#s6-cluster).
+func (b *Beater) checkTwin(recs []claim.Instance, self claim.Instance) {
+	for _, r := range recs {
+		if r.Name == self.Name && (r.Host != self.Host || r.PID != self.PID) {
+			b.o.Log.Error("another live instance writes its heartbeat under this instance's name; set instance (or ANARCHON_INSTANCE) to a name of its own on each",
+				zap.String("instance", self.Name), zap.String("other_host", r.Host), zap.Int("other_pid", r.PID),
+				zap.String("host", self.Host), zap.Int("pid", self.PID))
+		}
+	}
 }
 
 func (b *Beater) storeOK(op string) {

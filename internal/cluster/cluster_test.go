@@ -264,3 +264,30 @@ func TestLeaveMarksTheRecordGone(t *testing.T) {
 		t.Errorf("b is not alive: %+v", m)
 	}
 }
+
+// Two live daemons under one name overwrite each other's record: the one
+// that reads the other's record right after its own beat says so.
+func TestTwinLogged(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	store := memclaim.New(clk)
+	core, logs := observer.New(zap.InfoLevel)
+	b := NewBeater(Options{Registry: &twin{Registry: store}, Clock: clk, Log: zap.New(core),
+		Self: claim.Instance{Name: "a", Host: "h1", PID: 1, Retain: time.Hour}}, nil)
+	b.beat(context.Background())
+	if logs.FilterMessageSnippet("another live instance writes its heartbeat under this instance's name").Len() != 1 {
+		t.Fatalf("no error about the twin: %v", logs.All())
+	}
+}
+
+// twin writes another host's record under the same name after each beat.
+type twin struct{ claim.Registry }
+
+func (w *twin) Beat(ctx context.Context, i claim.Instance, ttl time.Duration) (claim.Instance, error) {
+	got, err := w.Registry.Beat(ctx, i, ttl)
+	other := i
+	other.Host, other.PID = "h2", 2
+	if _, err := w.Registry.Beat(ctx, other, ttl); err != nil {
+		return got, err
+	}
+	return got, err
+}
