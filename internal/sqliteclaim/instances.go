@@ -2,7 +2,6 @@ package sqliteclaim
 
 import (
 	"context"
-
 	"encoding/json"
 	"fmt"
 	"time"
