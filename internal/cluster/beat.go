@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,7 +68,10 @@ type Beater struct {
 	reported map[string]string // job -> the drift last logged
 	outdated map[string]string // instance -> the version last logged outdated
 	nOut     int
-	failing  bool
+	// failing: the last beat or read failed; inFlight: a beat is under
+	// way. Leave reads both from another goroutine.
+	failing  atomic.Bool
+	inFlight atomic.Bool
 }
 
 // NewBeater returns a beater for jobs.
@@ -140,6 +144,8 @@ func (b *Beater) Run(ctx context.Context) {
 // beat writes the record, reads them all and reports what changed. A
 // failure keeps the last view: it is logged once, and the recovery.
 func (b *Beater) beat(ctx context.Context) {
+	b.inFlight.Store(true)
+	defer b.inFlight.Store(false)
 	cctx, cancel := context.WithTimeout(ctx, b.o.Interval)
 	defer cancel()
 	b.mu.RLock()
@@ -164,15 +170,13 @@ func (b *Beater) beat(ctx context.Context) {
 		if b.o.Hooks.StoreError != nil {
 			b.o.Hooks.StoreError(op, err)
 		}
-		if !b.failing {
-			b.failing = true
+		if !b.failing.Swap(true) {
 			b.o.Log.Warn("cannot write or read the instances' heartbeat records; the cluster view and drift detection keep the last ones until the store answers", zap.String("op", op), zap.Error(err))
 		}
 		return
 	}
 	b.storeOK(op)
-	if b.failing {
-		b.failing = false
+	if b.failing.Swap(false) {
 		b.o.Log.Info("wrote and read the instances' heartbeat records again")
 	}
 	if now.IsZero() {
@@ -321,8 +325,13 @@ func ProcessAlive(pid int) bool {
 
 // Leave writes the record one last time, expired at once, so that the
 // cluster view shows the stopped instance gone at once rather than after
-// its ttl; bounded by ctx, and a failure is left to the ttl.
+// its ttl; bounded by ctx, and a failure is left to the ttl. After a failed
+// beat, or while a beat is still under way, it writes nothing: the store
+// did not answer (or not yet), and the stop must not wait for it.
 func (b *Beater) Leave(ctx context.Context) {
+	if b.failing.Load() || b.inFlight.Load() {
+		return
+	}
 	b.mu.RLock()
 	self := b.self
 	b.mu.RUnlock()

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"os"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -43,4 +44,26 @@ func drifting(bt *cluster.Beater) func(string) bool {
 		return nil
 	}
 	return bt.Drifting
+}
+
+// leaveWait bounds how long the stop waits for the record's last write.
+const leaveWait = time.Second
+
+// leave marks this instance's record gone (cluster.Beater.Leave), waiting
+// for it leaveWait at most: some store clients bound a call by their own
+// timeouts rather than the context's, and a store gone silent must not
+// lengthen the stop. A write still under way is ended by the store's
+// close.
+func leave(ctx context.Context, bt *cluster.Beater) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveWait)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		bt.Leave(lctx)
+	}()
+	select {
+	case <-done:
+	case <-lctx.Done():
+	}
 }

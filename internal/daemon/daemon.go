@@ -148,7 +148,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	}
 	workers.Go(func() { reloadLoop(wctx, reloads, cfg, s, beater, o.Reload, m, log) })
 	if beater != nil {
-		workers.Go(func() { beater.Run(wctx) })
+		// The beats stop when the stop begins (ctx, not wctx): a beat
+		// that hangs on a store gone silent must not lengthen the stop.
+		workers.Go(func() { beater.Run(ctx) })
 	}
 	workers.Go(func() { probeStore(wctx, b, o.Clock, m, log) })
 	workers.Go(func() { watchdog(wctx, o.Clock) })
@@ -172,9 +174,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	err = s.Run(ctx)
 	cancelWorkers()
 	if beater != nil {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		beater.Leave(lctx)
-		cancel()
+		leave(ctx, beater)
 	}
 	log.Info("anarchond stopped")
 	return err
