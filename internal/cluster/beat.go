@@ -113,22 +113,28 @@ func (b *Beater) View() View {
 
 // Start checks that no other live instance has this one's name, then
 // beats once and reads the records, before the first slot: a store that
-// does not answer is logged and left to the loop. It returns an error only
-// for a name taken (docs/spec.md#s6-cluster).
+// does not answer within a beat's timeout is logged and left to the loop.
+// It returns an error only for a name taken (docs/spec.md#s6-cluster).
 func (b *Beater) Start(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, b.o.Interval)
 	recs, now, err := b.o.Registry.Instances(cctx)
 	cancel()
-	if err == nil {
-		if now.IsZero() {
-			now = b.o.Clock.Now()
-		}
-		b.mu.RLock()
-		self := b.self
-		b.mu.RUnlock()
-		if err := CheckName(recs, self, now, ProcessAlive); err != nil {
-			return err
-		}
+	if err != nil {
+		// Not answered within a beat's timeout: the check is skipped, and
+		// the first beat left to the loop, so that the start waits no
+		// longer.
+		b.failing.Store(true)
+		b.o.Log.Warn("cannot read the instances' heartbeat records at start; the check of a duplicate instance name is skipped, and the beats retry", zap.Error(err))
+		return nil
+	}
+	if now.IsZero() {
+		now = b.o.Clock.Now()
+	}
+	b.mu.RLock()
+	self := b.self
+	b.mu.RUnlock()
+	if err := CheckName(recs, self, now, ProcessAlive); err != nil {
+		return err
 	}
 	b.beat(ctx)
 	return nil

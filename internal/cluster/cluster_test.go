@@ -291,3 +291,25 @@ func (w *twin) Beat(ctx context.Context, i claim.Instance, ttl time.Duration) (c
 	}
 	return got, err
 }
+
+// unreadable is a registry whose reads fail.
+type unreadable struct{ claim.Registry }
+
+func (unreadable) Instances(context.Context) ([]claim.Instance, time.Time, error) {
+	return nil, time.Time{}, errors.New("store down")
+}
+
+// A store that does not answer at start does not stop the start: the
+// check is skipped, and its recovery is logged once the beats get through.
+func TestStartWithoutAnAnswer(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	core, logs := observer.New(zap.InfoLevel)
+	b := NewBeater(Options{Registry: unreadable{memclaim.New(clk)}, Clock: clk, Log: zap.New(core),
+		Self: claim.Instance{Name: "a", Retain: time.Hour}}, nil)
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatalf("Start without an answer: %v", err)
+	}
+	if logs.FilterMessageSnippet("check of a duplicate instance name is skipped").Len() != 1 {
+		t.Fatalf("logs: %v", logs.All())
+	}
+}
