@@ -45,7 +45,8 @@ const (
 	StatusReplaced Status = "replaced"
 	// The outcomes of a slot that no attempt ran, recorded by a Recorder
 	// (docs/spec.md#s6-outcomes): skipped (overlap: the job's previous run
-	// held it; paused: docs/spec.md#s6-control), missed (late, the store unreachable, every instance down,
+	// held it; paused: docs/spec.md#s6-control; drift:
+	// docs/spec.md#s6-cluster), missed (late, the store unreachable, every instance down,
 	// the catch-up policy) and unknown (the store gave no decision).
 	StatusSkipped Status = "skipped"
 	StatusMissed  Status = "missed"
@@ -187,7 +188,7 @@ type Run struct {
 	ExitCode   *int      // nil while running or when interrupted
 	OutputTail string
 	// Reason says why a slot no attempt ran was not run (Status.Noted):
-	// overlap, paused, late, store_unreachable, store_refused, all_down,
+	// overlap, paused, drift, late, store_unreachable, store_refused, all_down,
 	// catch_up, no_decision.
 	Reason string
 	// HeldBy is, for a slot skipped for overlap, the slot (ms) of the run

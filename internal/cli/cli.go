@@ -1,5 +1,5 @@
 // Package cli is anarchond's command line (docs/spec.md#s6-cli): run,
-// validate, next, status, jobs, pause, resume, version, and the hidden
+// validate, next, status, jobs, pause, resume, cluster, version, and the hidden
 // supervise used by the runner. Main runs it in-process, so tests drive the real commands without
 // building a binary.
 package cli
@@ -107,7 +107,7 @@ func newRoot(env Env) *cobra.Command {
 		return usageError(fmt.Errorf("%w (see %s --help)", err, c.CommandPath()))
 	})
 	root.AddCommand(newRunCmd(env), newValidateCmd(env), newNextCmd(env), newStatusCmd(env), newVersionCmd(env),
-		newPauseCmd(env), newResumeCmd(env), newJobsCmd(env), newTriggerCmd(env))
+		newPauseCmd(env), newResumeCmd(env), newJobsCmd(env), newTriggerCmd(env), newClusterCmd(env))
 	return root
 }
 

@@ -185,7 +185,8 @@ func newStatusCmd(env Env) *cobra.Command {
 			"clock; on a claim-only store it has run longer than the job's timeout + killGraceMs +\n" +
 			"max(30s, leaseMs)). No store writes abandoned; status computes it when it reads the runs.\n" +
 			"A slot that no attempt ran is skipped (overlap: the job's previous run held it; paused:\n" +
-			"anarchond pause held the job), missed (late, store_unreachable, store_refused, all_down,\n" +
+			"anarchond pause held the job; drift: the instances define the job differently and it has\n" +
+			"onDrift: pause), missed (late, store_unreachable, store_refused, all_down,\n" +
 			"catch_up) or unknown (the store gave no decision); --all or --outcome shows them.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {

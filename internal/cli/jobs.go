@@ -24,10 +24,11 @@ func newJobsCmd(env Env) *cobra.Command {
 		Short: "List the crontab's jobs: schedule, next slot, pause, last outcome",
 		Long: "List the crontab's jobs, one row each: schedule and zone, next slot, whether it is paused\n" +
 			"(until when, by whom, why: anarchond pause), and its newest run or note in the store\n" +
-			"(its status and slot). --json: one object per job with job, schedule, timezone,\n" +
+			"(its status and slot), and the fields the live instances define differently (drift,\n" +
+			"from their heartbeat records). --json: one object per job with job, schedule, timezone,\n" +
 			"next_slot, next_slot_ms, paused, paused_until, paused_reason, paused_by, last_status,\n" +
 			"last_slot_ms, tags, per_instance, runs_here (where the job may run: the tags an instance\n" +
-			"needs, whether every such instance runs it, whether this instance does).",
+			"needs, whether every such instance runs it, whether this instance does), drift, drift_fields.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := cf.load(env)

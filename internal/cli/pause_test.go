@@ -46,6 +46,8 @@ type jobRow struct {
 	Tags         []string `json:"tags"`
 	PerInstance  bool     `json:"per_instance"`
 	RunsHere     bool     `json:"runs_here"`
+	Drift        bool     `json:"drift"`
+	DriftFields  []string `json:"drift_fields"`
 }
 
 // jobsOf runs jobs --json in dir and returns its rows by job, checking
@@ -62,8 +64,8 @@ func jobsOf(t *testing.T, dir string) map[string]jobRow {
 		if err := json.Unmarshal([]byte(line), &fields); err != nil {
 			t.Fatalf("%v: %q", err, line)
 		}
-		if len(fields) != 14 {
-			t.Fatalf("a jobs --json line has %d fields, want 14: %s", len(fields), line)
+		if len(fields) != 16 {
+			t.Fatalf("a jobs --json line has %d fields, want 16: %s", len(fields), line)
 		}
 		var r jobRow
 		dec := json.NewDecoder(strings.NewReader(line))
@@ -101,7 +103,7 @@ func TestPauseResumeJobs(t *testing.T) {
 		t.Fatalf("jobs after pausing a: %+v", rows)
 	}
 	code, out, _ = run(t, dir, "jobs", "--config", "c.yaml")
-	if code != 0 || !regexp.MustCompile(`(?m)^a +\*/30 \* \* \* \* +Europe/Athens +\S+ +until \S+ by \S+: db migration +-$`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^a +\*/30 \* \* \* \* +Europe/Athens +\S+ +until \S+ by \S+: db migration +- +-$`).MatchString(out) {
 		t.Fatalf("jobs table (exit %d):\n%s", code, out)
 	}
 	code, out, _ = run(t, dir, "resume", "--config", "c.yaml", "a")

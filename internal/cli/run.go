@@ -44,7 +44,7 @@ func newRunCmd(env Env) *cobra.Command {
 			supervisor := supervisorCommand(exe)
 			err = daemon.Run(c.Context(), cfg, daemon.Options{
 				Log: log, Clock: clock.FromEnv(clock.Real{}), Environ: env.Environ,
-				Supervisor: supervisor,
+				Supervisor: supervisor, Version: Version,
 				Reload: func() (*config.Config, error) {
 					next, err := config.Load(cf.path, config.LoadOptions{AllowInsecurePerms: cf.allowWritable, Environ: env.Environ})
 					if next != nil {

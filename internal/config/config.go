@@ -156,6 +156,10 @@ type Job struct {
 	// Retry says how a failed or timed-out run is run again
 	// (docs/spec.md#s6-retry); Attempts 0: never.
 	Retry Retry
+	// OnDrift is what the job does while the live instances' definitions
+	// of it disagree (docs/spec.md#s6-cluster): run, or pause (no
+	// instance claims it; its slots are recorded skipped, reason drift).
+	OnDrift string
 
 	Line  int // the line of the job's entry in File
 	Index int // the job's position in jobs, from 0
@@ -170,6 +174,15 @@ const (
 	CatchUpLatest = "latest"
 	// CatchUpAll runs every missed slot still within maxLate.
 	CatchUpAll = "all"
+)
+
+// OnDrift policies: what a job does while the live instances' definitions
+// of it disagree.
+const (
+	// OnDriftRun runs the job as each instance defines it (the default).
+	OnDriftRun = "run"
+	// OnDriftPause stops every instance claiming the job until they agree.
+	OnDriftPause = "pause"
 )
 
 // OpenStore opens the store the crontab selects (store.Open).

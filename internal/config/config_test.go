@@ -35,7 +35,7 @@ func TestBuiltinDefaults(t *testing.T) {
 			Timezone: "UTC", Location: time.UTC,
 			MaxLate: time.Minute, ClaimSpread: 10 * time.Millisecond, ClaimAhead: 100 * time.Millisecond,
 			Lease: 30 * time.Second, Heartbeat: 10 * time.Second, MaxAttempts: 3, Overlap: "skip", CatchUp: "latest", Timeout: time.Hour, KillGrace: 10 * time.Second,
-			Shell: "/bin/sh", OutputTailBytes: 4096, HookTimeout: time.Minute, Line: 2, Index: 0,
+			Shell: "/bin/sh", OutputTailBytes: 4096, HookTimeout: time.Minute, OnDrift: "run", Line: 2, Index: 0,
 			Retry: Retry{Backoff: time.Second, MaxBackoff: time.Minute},
 		}},
 	}
@@ -448,8 +448,8 @@ func TestEnvThroughViper(t *testing.T) {
 			t.Errorf("%s: viper (%s, %q, %v), list (%s, %q, %v)", ps.path, n1, v1, ok1, n2, v2, ok2)
 		}
 	}
-	if len(paths) != 79 {
-		t.Errorf("%d overridable settings, want 79: update the docs' table", len(paths))
+	if len(paths) != 80 {
+		t.Errorf("%d overridable settings, want 80: update the docs' table", len(paths))
 	}
 }
 
@@ -479,14 +479,33 @@ func TestDefaultInstance(t *testing.T) {
 	if len(cfg.Warnings) != 2 || !strings.Contains(strings.Join(cfg.Warnings, "\n"), "cannot read the hostname") {
 		t.Errorf("warnings %q", cfg.Warnings)
 	}
-	// Two loads get different random suffixes (with overwhelming probability
-	// over a few tries).
-	seen := map[string]bool{}
-	for range 8 {
-		seen[mustParse(t, "").Instance] = true
+	// The suffix is the same on every load of one crontab on one host,
+	// and differs with the crontab's path and with the machine.
+	on := func(file, machine string) string {
+		t.Helper()
+		cfg, err := Parse(file, nil, LoadOptions{Environ: noEnv, Hostname: fixedHost,
+			MachineID: func() (string, error) { return machine, nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Instance
 	}
-	if len(seen) < 2 {
-		t.Errorf("instance ids not random: %v", seen)
+	a := on("/etc/anarchon/crontab.yaml", "m1")
+	if a2 := on("/etc/anarchon/crontab.yaml", "m1"); a2 != a || !regexp.MustCompile(`^testhost-[0-9a-f]{4}$`).MatchString(a) {
+		t.Errorf("default instance %q then %q: want the same testhost-<4 hex> on every load", a, a2)
+	}
+	if b := on("/etc/anarchon/other.yaml", "m1"); b == a {
+		t.Errorf("two crontabs of one host both get %q", a)
+	}
+	if c := on("/etc/anarchon/crontab.yaml", "m2"); c == a {
+		t.Errorf("two machines of one hostname both get %q", a)
+	}
+	// Without a machine id, the hostname stands in for it.
+	noID := func() (string, error) { return "", errors.New("no machine id") }
+	c1, err1 := Parse("/x/c.yaml", nil, LoadOptions{Environ: noEnv, Hostname: fixedHost, MachineID: noID})
+	c2, err2 := Parse("/x/c.yaml", nil, LoadOptions{Environ: noEnv, Hostname: fixedHost, MachineID: noID})
+	if err1 != nil || err2 != nil || c1.Instance != c2.Instance {
+		t.Errorf("without a machine id: %q then %q (%v, %v)", c1.Instance, c2.Instance, err1, err2)
 	}
 	// A host name with white space still gives a valid id.
 	cfg, err = Parse("c.yaml", nil, LoadOptions{Environ: noEnv, Hostname: func() (string, error) { return "my host\n", nil }})

@@ -2,12 +2,13 @@ package config
 
 import (
 	"bytes"
-	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -29,6 +30,8 @@ type LoadOptions struct {
 	Environ []string
 	// Hostname for the default instance id; nil means os.Hostname.
 	Hostname func() (string, error)
+	// MachineID for the default instance id; nil reads /etc/machine-id.
+	MachineID func() (string, error)
 	// Checks are the checks beyond the file's own rules (preflight.go).
 	Checks Checks
 }
@@ -261,7 +264,10 @@ func (p *parser) warnf(format string, args ...any) {
 	p.warns = append(p.warns, fmt.Sprintf(format, args...))
 }
 
-// defaultInstance is <hostname>-<random 4 hex>.
+// defaultInstance is <hostname>-<4 hex>, the hex from a hash of the
+// machine id (the hostname where /etc/machine-id cannot be read) and the
+// crontab's absolute path: the same across restarts, and different for
+// two crontabs on one host (docs/spec.md#s6-cluster).
 func (p *parser) defaultInstance() string {
 	hostname := os.Hostname
 	if p.opt.Hostname != nil {
@@ -276,9 +282,32 @@ func (p *parser) defaultInstance() string {
 		p.warnf("cannot read the hostname for the default instance id (%v); using %q; set instance to name this host", err, "anarchond")
 		h = "anarchond"
 	}
-	var b [2]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return h + "-" + hex.EncodeToString(b[:])
+	return h + "-" + instanceSuffix(p.machineID(h), p.file)
+}
+
+// instanceSuffix is 4 hex digits of a hash of the machine id and the
+// crontab's absolute path.
+func instanceSuffix(machine, file string) string {
+	if abs, err := filepath.Abs(file); err == nil {
+		file = abs
+	}
+	sum := sha256.Sum256([]byte(machine + "\x00" + file))
+	return hex.EncodeToString(sum[:2])
+}
+
+// machineID is the host's machine id, or host when it cannot be read.
+func (p *parser) machineID(host string) string {
+	read := p.opt.MachineID
+	if read == nil {
+		read = func() (string, error) {
+			b, err := os.ReadFile("/etc/machine-id")
+			return string(b), err
+		}
+	}
+	if id, err := read(); err == nil && strings.TrimSpace(id) != "" {
+		return strings.TrimSpace(id)
+	}
+	return host
 }
 
 // sanitizeHost keeps a hostname usable as an instance id: no white space or

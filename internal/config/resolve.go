@@ -72,6 +72,7 @@ var (
 	logFormats     = []string{"auto", "console", "json"}
 	overlapChoices = []string{"skip", "allow", "replace", "queue"}
 	catchUpChoices = []string{CatchUpNone, CatchUpLatest, CatchUpAll}
+	onDriftChoices = []string{OnDriftRun, OnDriftPause}
 
 	// jobReservedEnv are set by the daemon for every run
 	// (docs/spec.md#s6-jobs); a job's env may not set them.
@@ -369,6 +370,7 @@ type policy struct {
 	jitter       setting[int64]
 	retry        retryPolicy
 	keepRuns     setting[int64] // 0: not set
+	onDrift      setting[string]
 }
 
 // DefaultClaimAheadMs is the built-in claimAheadMs of backendType: its
@@ -401,6 +403,7 @@ func builtinPolicy(b *Backend) policy {
 		outputTail:  def[int64](defaultOutputTailBytes),
 		hookTimeout: def[int64](defaultHookTimeoutMs),
 		retry:       builtinRetry(),
+		onDrift:     def(OnDriftRun),
 	}
 }
 
@@ -440,6 +443,7 @@ func (p *parser) resolvePolicy(vals map[string]*value, prefix string, base polic
 	pol.jitter = get(p, vals, prefix+"jitterMs", base.jitter, p.asInt, store.Millis(0))
 	pol.retry = p.resolveRetry(vals, prefix, base.retry)
 	pol.keepRuns = get(p, vals, prefix+"keepRuns", base.keepRuns, p.asInt, store.IntRange(1, MaxKeepRuns))
+	pol.onDrift = get(p, vals, prefix+"onDrift", base.onDrift, p.asString, store.OneOf(onDriftChoices...))
 	return pol
 }
 
@@ -675,6 +679,7 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.PerInstance = get(p, vals, "perInstance", def(false), p.asBool, nil).val
 	j.Retry = p.retryOf(pol.retry, true)
 	j.KeepRuns = int(pol.keepRuns.val)
+	j.OnDrift = pol.onDrift.val
 
 	info := jobInfo{name: rj.name, pol: pol}
 	sched := str("schedule", func(s string) string {

@@ -62,6 +62,7 @@ var defaultsSpecs = []*spec{
 		{key: "maxBackoffMs", kind: kindInt},
 	}},
 	{key: "keepRuns", kind: kindInt},
+	{key: "onDrift", kind: kindString},
 }
 
 // jobSpecs are the keys of one entry of "jobs".

@@ -221,6 +221,11 @@ var errorCases = []struct {
 			`7:jobs[0].catchUp:must be one of none, latest, all; not "All"`,
 			`11:jobs[1].catchUp:must be a string`,
 		}},
+	{name: "onDrift not a policy", yaml: "defaults:\n  onDrift: stop\njobs:\n" + job("a") + "    onDrift: Pause\n",
+		want: []string{
+			`2:defaults.onDrift:must be one of run, pause; not "stop"`,
+			`7:jobs[0].onDrift:must be one of run, pause; not "Pause"`,
+		}},
 	{name: "catch-up error names the job", yaml: "jobs:\n" + job("nightly") + "    catchUp: every\n",
 		want: []string{`5:jobs[0].catchUp:must be one of none, latest, all; not "every"`}},
 	{name: "heartbeat not below lease in defaults", yaml: "defaults:\n  leaseMs: 5000\n  heartbeatMs: 5000\njobs:\n" + job("a") + job("b"),

@@ -22,6 +22,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
+	"github.com/anarchon/anarchon/internal/cluster"
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/dashboard"
 	"github.com/anarchon/anarchon/internal/metrics"
@@ -41,6 +42,8 @@ type Options struct {
 	// Reload loads the crontab again (on SIGHUP, or when the file changes
 	// with watch: true); it returns config.Errors for an invalid file.
 	Reload func() (*config.Config, error)
+	// Version is the daemon's version, published in its heartbeat record.
+	Version string
 }
 
 // Run runs the daemon until SIGTERM or SIGINT (or ctx), then stops
@@ -112,10 +115,15 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			started = "guard " + strings.Join(argv, " ")
 		}
 	}
+	beater, err := startCluster(ctx, cfg, b, o, m, log)
+	if err != nil {
+		return err
+	}
 	s, err := scheduler.New(scheduler.Options{
 		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance, Executor: r,
 		ShutdownGrace: cfg.ShutdownGrace, Retention: cfg.Backend.Retention,
 		Hooks: schedulerHooks(m), ControlPoll: scheduler.DefaultControlPoll,
+		Drifting: drifting(beater),
 	}, cfg.JobsHere())
 	if err != nil {
 		return err
@@ -149,7 +157,12 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			return err
 		}
 	}
-	workers.Go(func() { reloadLoop(wctx, reloads, cfg, s, o.Reload, m, dash, log) })
+	workers.Go(func() { reloadLoop(wctx, reloads, cfg, s, beater, o.Reload, m, dash, log) })
+	if beater != nil {
+		// The beats stop when the stop begins (ctx, not wctx): a beat
+		// that hangs on a store gone silent must not lengthen the stop.
+		workers.Go(func() { beater.Run(ctx) })
+	}
 	workers.Go(func() { probeStore(wctx, b, o.Clock, m, log) })
 	workers.Go(func() { watchdog(wctx, o.Clock) })
 	workers.Go(func() {
@@ -171,6 +184,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	releaseMemory()
 	err = s.Run(ctx)
 	cancelWorkers()
+	if beater != nil {
+		leave(ctx, beater)
+	}
 	log.Info("anarchond stopped")
 	return err
 }
@@ -255,7 +271,7 @@ func openStore(ctx context.Context, cfg *config.Config, clk clock.Clock, log *za
 // changed with watch: true). A valid file replaces the jobs; an invalid one
 // is logged with every problem and counted, and the old crontab keeps
 // running. Changes outside jobs (backend, instance) need a restart.
-func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, s *scheduler.Scheduler, load func() (*config.Config, error), m *metrics.Metrics, dash *dashboard.Dashboard, log *zap.Logger) {
+func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, s *scheduler.Scheduler, bt *cluster.Beater, load func() (*config.Config, error), m *metrics.Metrics, dash *dashboard.Dashboard, log *zap.Logger) {
 	for {
 		var why string
 		select {
@@ -296,6 +312,9 @@ func reloadLoop(ctx context.Context, reloads <-chan string, cur *config.Config, 
 		logNotHere(log, next)
 		m.Jobs(next.Jobs)
 		dash.SetConfig(next)
+		if bt != nil {
+			bt.SetJobs(next.Jobs)
+		}
 		releaseMemory()
 	}
 }

@@ -186,7 +186,7 @@ func (d *Dashboard) apiCluster(w http.ResponseWriter, r *http.Request) {
 	case s.instancesErr != nil:
 		writeError(w, http.StatusServiceUnavailable, s.instancesErr.Error())
 	default:
-		writeJSON(w, http.StatusOK, instanceRecords(s.instances, s.storeNow))
+		writeJSON(w, http.StatusOK, instanceRecords(s.instances, s.storeNow, s.at))
 	}
 }
 

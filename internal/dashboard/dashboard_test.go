@@ -38,6 +38,10 @@ func (c *counting) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run
 }
 
 // registry is a store that keeps instance records (in memory).
+// plain is a store with none of the optional capabilities: no instance
+// records, no control records.
+type plain struct{ claim.Backend }
+
 type registry struct {
 	*memclaim.Backend
 	insts []claim.Instance
@@ -157,7 +161,7 @@ func TestAPIMirrorsCLI(t *testing.T) {
 // TestAPIRefuses: an unknown job is 404 with a JSON error; a bad query is
 // 400; a store without instance records says so.
 func TestAPIRefuses(t *testing.T) {
-	srv := newServer(t, loadConfig(t, ""), memclaim.New(clock.Real{}))
+	srv := newServer(t, loadConfig(t, ""), plain{memclaim.New(clock.Real{})})
 	for path, want := range map[string]int{
 		"/api/v1/jobs?job=nope":    404,
 		"/api/v1/status?job=nope":  404,
@@ -185,8 +189,8 @@ func TestAPIRefuses(t *testing.T) {
 // escapes it, then for HTML.
 func TestPage(t *testing.T) {
 	b := &registry{Backend: memclaim.New(clock.Real{}), insts: []claim.Instance{
-		{Name: "i2", Host: "h2", Version: "1.2.3", SkewMs: -7, LastSeen: time.Now()},
-		{Name: "i1<b>", Host: "h1", Version: "1.2.3"},
+		{Name: "i2", Host: "h2", Version: "1.2.3", SkewMs: -7, LastSeen: time.Now(), ExpiresAt: time.Now().Add(time.Minute)},
+		{Name: "i1<b>", Host: "h1", Version: "1.2.3", ExpiresAt: time.Now().Add(-time.Second), Retain: time.Hour},
 	}}
 	seed(t, b.Backend)
 	srv := newServer(t, loadConfig(t, ""), b)
@@ -211,7 +215,10 @@ func TestPage(t *testing.T) {
 		t.Errorf("cluster: %s", body)
 	}
 
-	srv = newServer(t, loadConfig(t, ""), memclaim.New(clock.Real{}))
+	if !strings.Contains(page, `<td>alive</td>`) || !strings.Contains(page, `<td>gone</td>`) {
+		t.Errorf("the page does not say which instance is alive and which gone")
+	}
+	srv = newServer(t, loadConfig(t, ""), plain{memclaim.New(clock.Real{})})
 	if _, page = get(t, srv.URL+"/"); !strings.Contains(page, "this store keeps no instance records") {
 		t.Errorf("page without instance records:\n%s", page)
 	}

@@ -38,7 +38,7 @@ type pageData struct {
 	Actions           bool
 	Jobs              []pageJob
 	Runs              []pageRun
-	Instances         []instanceRecord
+	Instances         []status.InstanceRecord
 	InstancesNote     string
 	Legend            []string
 }
@@ -112,7 +112,7 @@ func (d *Dashboard) fillPage(data *pageData, s *snapshot) {
 	case s.instancesErr != nil:
 		data.InstancesNote = sanitize.Line(s.instancesErr.Error())
 	default:
-		data.Instances = instanceRecords(s.instances, s.storeNow)
+		data.Instances = instanceRecords(s.instances, s.storeNow, s.at)
 	}
 }
 

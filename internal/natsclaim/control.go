@@ -198,7 +198,7 @@ func (b *Backend) bounded(ctx context.Context) (context.Context, context.CancelF
 // subjects where the server refused the user a subject.
 func controlRefusal(err error, bucket string) error {
 	if errors.Is(err, nats.ErrPermissionViolation) {
-		return claim.Permanent("nats", err, "the server refused the user the subjects of the control records' bucket",
+		return claim.Permanent("nats", err, "the server refused the user the subjects of the key-value bucket "+bucket,
 			fmt.Sprintf("allow the user to publish and subscribe to $KV.%s.> (with $JS.API.> and _INBOX.>)", bucket))
 	}
 	return refusal(err)

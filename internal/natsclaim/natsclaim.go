@@ -264,6 +264,8 @@ type Backend struct {
 
 	// ctl is the bucket of the jobs' control records (control.go).
 	ctl controlBucket
+	// reg is the bucket of the instances' records (instances.go).
+	reg registryBucket
 }
 
 type ownerKey struct {

@@ -69,9 +69,10 @@ func newPlace(t testing.TB) place {
 		if err := js.DeleteStream(ctx, p.stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			t.Errorf("delete stream %s: %v", p.stream, err)
 		}
-		bucket := natsclaim.ControlBucket(p.stream)
-		if err := js.DeleteKeyValue(ctx, bucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-			t.Errorf("delete bucket %s: %v", bucket, err)
+		for _, bucket := range []string{natsclaim.ControlBucket(p.stream), natsclaim.InstanceBucket(p.stream)} {
+			if err := js.DeleteKeyValue(ctx, bucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+				t.Errorf("delete bucket %s: %v", bucket, err)
+			}
 		}
 	})
 	return p
@@ -120,6 +121,7 @@ func TestConformance(t *testing.T) {
 			return open(t, natsclaim.Options{URL: natsURL(), Stream: nb.Stream(), Namespace: nb.Namespace(), DuplicateWindow: time.Hour})
 		},
 		Controller: true,
+		Registry:   true,
 		// The stream pre-created with other subjects.
 		Permanent: func(t *testing.T) (claim.Backend, error) {
 			p := newPlace(t)

@@ -32,8 +32,8 @@ var testServer = &store.Testing{
 }
 
 // DeleteStream deletes the JetStream stream on the server at rawURL and
-// its control records' bucket, if they exist: the harnesses' cleanup of
-// a test stream.
+// its control records' and instance records' buckets, if they exist: the
+// harnesses' cleanup of a test stream.
 func DeleteStream(ctx context.Context, rawURL, stream string) error {
 	nc, err := nats.Connect(rawURL)
 	if err != nil {
@@ -47,8 +47,10 @@ func DeleteStream(ctx context.Context, rawURL, stream string) error {
 	if err := js.DeleteStream(ctx, stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return err
 	}
-	if err := js.DeleteKeyValue(ctx, ControlBucket(stream)); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return err
+	for _, bucket := range []string{ControlBucket(stream), InstanceBucket(stream)} {
+		if err := js.DeleteKeyValue(ctx, bucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return err
+		}
 	}
 	return nil
 }

@@ -166,6 +166,7 @@ func newNames(schema, table string) names {
 			"{{history}}", q("_history"),
 			"{{schema}}", q("_schema"),
 			"{{control}}", q("_control"),
+			"{{instances}}", q("_instances"),
 			"{{claim}}", q("_claim"),
 			"{{live}}", i("_live"),
 			"{{slotidx}}", i("_slot_job"),

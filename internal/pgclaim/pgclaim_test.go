@@ -133,6 +133,7 @@ func TestConformance(t *testing.T) {
 		},
 		// No Transient: a claim race must never see an error.
 		Controller: true,
+		Registry:   true,
 		// A role that may use the schema but not the tables in it.
 		Permanent: func(t *testing.T) (claim.Backend, error) {
 			schema := newSchema(t)
@@ -202,7 +203,7 @@ func TestMigrationConcurrent(t *testing.T) {
 		t.Fatalf("fresh_schema must hold each version once: got %v", versions)
 	}
 	tables := query[string](t, `SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, schema)
-	if got := strings.Join(tables, " "); got != "fresh fresh_control fresh_history fresh_jobs fresh_schema" {
+	if got := strings.Join(tables, " "); got != "fresh fresh_control fresh_history fresh_instances fresh_jobs fresh_schema" {
 		t.Fatalf("tables of the schema: got %s", got)
 	}
 }

@@ -353,6 +353,11 @@ var migrations = []string{
 	// satisfies; the claim function is unchanged (replace and queue are
 	// decided as skip: the Go side sends p_overlap_skip for them).
 	replacedV8,
+	// 9: the instances' heartbeat records (claim.Registry,
+	// instances.go): one row per instance, upserted by each beat. A new
+	// table: instances of version 6 still running during an upgrade never
+	// touch it.
+	instancesV9,
 }
 
 // replacedV8 is migration 8: the status CHECK admits replaced.

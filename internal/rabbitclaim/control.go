@@ -19,3 +19,16 @@ func (*Backend) WhyNoControl() string { return whyNoControl }
 
 // whyNoControl is WhyNoControl's answer, and the driver's NoControl.
 const whyNoControl = "a queue cannot be read without taking its messages, nor a publish made conditional on what it holds, so there is no record to compare and set: edit the crontab on every host instead"
+
+// The backend keeps no instance records (docs/spec.md#s6-cluster): it is
+// not a claim.Registry, and says why.
+var _ claim.NoRegistry = (*Backend)(nil)
+
+// WhyNoRegistry implements claim.NoRegistry. A heartbeat record must be
+// one value per instance that every instance reads and each overwrites;
+// a queue's messages cannot be read without taking them, and a stream
+// keeps every beat, so reading the instances would mean reading the
+// whole stream back.
+func (*Backend) WhyNoRegistry() string {
+	return "a queue cannot be read without taking its messages, and a stream would have to be read whole for the last beat of each instance: the cluster view, crontab drift detection and the check of duplicate instance names are off"
+}

@@ -62,6 +62,7 @@ func claimOnlyHarness(url, strategy string, newNS func(t testing.TB) string) cla
 		},
 		// No Transient: a claim race must never see an error.
 		Controller: true,
+		Registry:   true,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,8 @@ type link struct {
 	idx   *indexer
 	wait  replicaWait
 	log   *zap.Logger
+	// beats counts the instance records' beats (instances.go).
+	beats atomic.Int64
 }
 
 // replicaWait is backend.redis.waitReplicas and waitTimeoutMs: n 0 waits

@@ -163,6 +163,7 @@ func TestConformance(t *testing.T) {
 		},
 		// No Transient: a claim race must never see an error.
 		Controller: true,
+		Registry:   true,
 		// An ACL user whose keys are another namespace's.
 		Permanent: func(t *testing.T) (claim.Backend, error) {
 			ns := newNamespace(t)

@@ -91,6 +91,10 @@ type Options struct {
 	// read when the backend is a claim.Controller (the daemon's:
 	// DefaultControlPoll); 0 reads none, and no pause is honoured.
 	ControlPoll time.Duration
+	// Drifting, if set, reports whether the live instances define a job
+	// differently: a job with onDrift: pause is then not claimed
+	// (drift.go).
+	Drifting func(job string) bool
 }
 
 // Scheduler claims and runs the slots of a set of jobs.
@@ -352,7 +356,7 @@ func (s *Scheduler) dispatchDue(ctx, runCtx context.Context, wg *sync.WaitGroup,
 		switch {
 		case now.Sub(slot) > lateFor(e.job, slot):
 			e.next = s.skipMissed(e, slot, now)
-		case s.skipPaused(e.job.Name, slot):
+		case s.skipPaused(e.job.Name, slot), s.skipDrift(e.job, slot):
 			e.next = e.sched.Next(slot)
 		default:
 			b := byJob[e.job.Name]

@@ -104,6 +104,8 @@ type harness struct {
 	log   *zap.Logger
 	// controlPoll is the instances' ControlPoll (0: pauses not read).
 	controlPoll time.Duration
+	// drifting is the instances' Options.Drifting.
+	drifting func(job string) bool
 }
 
 func newHarness(t *testing.T) *harness {
@@ -160,7 +162,7 @@ func (h *harness) start(instance string, b claim.Backend, hold bool, jobs ...con
 	ex := newFakeExec(instance, h.got, h.store)
 	ex.hold, ex.unrecorded = hold, h.unrecorded
 	s, err := New(Options{Backend: b, Clock: h.clk, Instance: instance, Executor: ex, ShutdownGrace: 5 * time.Second,
-		Hooks: h.hooks, Log: h.log, ControlPoll: h.controlPoll}, jobs)
+		Hooks: h.hooks, Log: h.log, ControlPoll: h.controlPoll, Drifting: h.drifting}, jobs)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -58,6 +58,9 @@ var migrations = []string{
 	// 4: the control records' triggers (control.go): one column with a
 	// constant default, so the records of version 3 read as having none.
 	controlV4,
+	// 5: the instances' heartbeat records (claim.Registry,
+	// instances.go): one row per instance, upserted by each beat.
+	instancesV5,
 }
 
 // SQL of the migration machinery.

@@ -34,6 +34,9 @@ type Job struct {
 	Tags        []string
 	PerInstance bool
 	NotHere     bool
+	// Drift are the groups of fields the live instances define
+	// differently (cluster.JobDrift.Fields); nil when they agree.
+	Drift []string
 }
 
 // JobRecord is one job as `jobs --json` prints it (docs/spec.md#s6-cli).
@@ -52,6 +55,10 @@ type JobRecord struct {
 	Tags         []string `json:"tags"`
 	PerInstance  bool     `json:"per_instance"`
 	RunsHere     bool     `json:"runs_here"`
+	// Drift: the live instances define the job differently
+	// (docs/spec.md#s6-cluster); DriftFields names the fields.
+	Drift       bool     `json:"drift"`
+	DriftFields []string `json:"drift_fields"`
 }
 
 // JobRecordOf converts j, sanitising what came from the crontab and the
@@ -61,6 +68,7 @@ func JobRecordOf(j Job) JobRecord {
 	rec := JobRecord{
 		Job: sanitize.Line(j.Name), Schedule: sanitize.Line(j.Schedule), Timezone: sanitize.Line(j.Timezone),
 		Tags: append([]string{}, j.Tags...), PerInstance: j.PerInstance, RunsHere: !j.NotHere,
+		DriftFields: []string{},
 	}
 	if !j.Next.IsZero() {
 		s, ms := j.Next.UTC().Format(time.RFC3339Nano), j.Next.UnixMilli()
@@ -77,6 +85,12 @@ func JobRecordOf(j Job) JobRecord {
 	if j.Last != nil {
 		st, ms := sanitize.Line(string(j.Last.Status)), j.Last.Slot
 		rec.LastStatus, rec.LastSlotMs = &st, &ms
+	}
+	if len(j.Drift) > 0 {
+		rec.Drift = true
+		for _, f := range j.Drift {
+			rec.DriftFields = append(rec.DriftFields, sanitize.Line(f))
+		}
 	}
 	return rec
 }
@@ -97,7 +111,7 @@ func WriteJobsTable(w io.Writer, jobs []Job) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	// RUNS ON only where a job does not simply run on one instance of any.
 	placed := slices.ContainsFunc(jobs, func(j Job) bool { return len(j.Tags) > 0 || j.PerInstance || j.NotHere })
-	head := "JOB\tSCHEDULE\tZONE\tNEXT\tPAUSED\tLAST"
+	head := "JOB\tSCHEDULE\tZONE\tNEXT\tPAUSED\tLAST\tDRIFT"
 	if placed {
 		head += "\tRUNS ON"
 	}
@@ -115,7 +129,11 @@ func WriteJobsTable(w io.Writer, jobs []Job) error {
 			}
 			last += " " + time.UnixMilli(*rec.LastSlotMs).UTC().Format(time.RFC3339Nano)
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", rec.Job, rec.Schedule, rec.Timezone, next, pausedCell(rec), last)
+		drift := "-"
+		if rec.Drift {
+			drift = strings.Join(rec.DriftFields, ",")
+		}
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", rec.Job, rec.Schedule, rec.Timezone, next, pausedCell(rec), last, drift)
 		if placed {
 			row += "\t" + runsOnCell(rec)
 		}

@@ -26,12 +26,12 @@ func TestJobRecordPause(t *testing.T) {
 		t.Fatalf("a pause at its until: %+v", rec)
 	}
 	var out bytes.Buffer
-	if err := WriteJobsTable(&out, []Job{j, {Name: "b", Schedule: "0 0 31 2 *", Timezone: "UTC"}}); err != nil {
+	if err := WriteJobsTable(&out, []Job{j, {Name: "b", Schedule: "0 0 31 2 *", Timezone: "UTC", Drift: []string{"command/args/shell"}}}); err != nil {
 		t.Fatal(err)
 	}
-	want := "JOB  SCHEDULE    ZONE  NEXT                  PAUSED  LAST\n" +
-		"a    @hourly     UTC   2027-03-28T06:01:00Z  -       -\n" +
-		"b    0 0 31 2 *  UTC   -                     -       -\n"
+	want := "JOB  SCHEDULE    ZONE  NEXT                  PAUSED  LAST  DRIFT\n" +
+		"a    @hourly     UTC   2027-03-28T06:01:00Z  -       -     -\n" +
+		"b    0 0 31 2 *  UTC   -                     -       -     command/args/shell\n"
 	if out.String() != want {
 		t.Fatalf("table:\n%s\nwant:\n%s", out.String(), want)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/cluster"
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/schedule"
 )
@@ -30,13 +31,17 @@ func ReadJobs(ctx context.Context, cfg *config.Config, b claim.Backend, now time
 			controls[c.Job] = c
 		}
 	}
+	drift, err := driftOf(ctx, cfg, b, now)
+	if err != nil {
+		return nil, "", err
+	}
 	out := make([]Job, len(cfg.Jobs))
 	errs := make([]error, len(cfg.Jobs))
 	sem := make(chan struct{}, max(readers, 1))
 	var wg sync.WaitGroup
 	for i, j := range cfg.Jobs {
 		out[i] = Job{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Control: controls[j.Name], Now: now,
-			Tags: j.Tags, PerInstance: j.PerInstance, NotHere: !j.RunsOn(cfg.Tags)}
+			Tags: j.Tags, PerInstance: j.PerInstance, NotHere: !j.RunsOn(cfg.Tags), Drift: drift[j.Name]}
 		if sc, err := schedule.Parse(j.Schedule, j.Location); err == nil {
 			out[i].Next = sc.Next(now)
 		}
@@ -56,6 +61,28 @@ func ReadJobs(ctx context.Context, cfg *config.Config, b claim.Backend, now time
 		return nil, "", err
 	}
 	return out, note, nil
+}
+
+// driftOf maps each job the live instances define differently to the
+// fields that differ (cluster.Analyze of the instance records), on a store
+// that keeps them; none elsewhere.
+func driftOf(ctx context.Context, cfg *config.Config, b claim.Backend, now time.Time) (map[string][]string, error) {
+	drift := map[string][]string{}
+	reg, ok := b.(claim.Registry)
+	if !ok {
+		return drift, nil
+	}
+	recs, at, err := reg.Instances(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: read the instances: %w", cfg.Backend.Describe(), err)
+	}
+	if at.IsZero() {
+		at = now
+	}
+	for _, d := range cluster.Analyze(recs, at).Drift {
+		drift[d.Job] = d.Fields
+	}
+	return drift, nil
 }
 
 // LivenessOf is what status needs to show the runs left running with no

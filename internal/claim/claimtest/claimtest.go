@@ -34,6 +34,11 @@
 // from one version exactly one wins), paused until a time, and resumed. A
 // harness that sets Controller fails when its backend is not one.
 //
+// A claim.Registry runs the cases of docs/spec.md#s6-cluster: an
+// instance's heartbeat record is read back as written, stamped with the
+// store's time and the instance's skew, renewed in place, listed not alive
+// once expired, and pruned after its retention.
+//
 // A claim.Batcher also runs the batch cases: a batch decided as its claims
 // one by one, in order, and batches racing on the same runs. A
 // claim.Preparer runs the races and the re-sent claim on prepared runs.
@@ -111,6 +116,9 @@ type Harness struct {
 	// claim.Controller: Exercise then fails when it is not one, rather
 	// than skip the Control cases.
 	Controller bool
+	// Registry says that the backend documents itself as a
+	// claim.Registry: Exercise then fails when it is not one.
+	Registry bool
 
 	// Skip names cases (as in "Lease/Takeover") to skip, each with the
 	// reason the backend documents.
@@ -223,6 +231,7 @@ func Exercise(t *testing.T, h Harness) {
 		})
 	}
 	s.exerciseControl(t, probe)
+	s.exerciseRegistry(t, probe)
 	if h.Permanent != nil {
 		t.Run("Refused", func(t *testing.T) {
 			s.run(t, "IsPermanent", s.testRefusedIsPermanent)

@@ -30,6 +30,8 @@ type Backend struct {
 	controls map[string]claim.Control
 	// controlErr, when set, fails Controls and SetControl (tests).
 	controlErr error
+	// instances are the instances' heartbeat records (instances.go).
+	instances map[string]claim.Instance
 }
 
 var (
@@ -40,6 +42,7 @@ var (
 	_ claim.Batcher     = (*Backend)(nil)
 	_ claim.Recorder    = (*Backend)(nil)
 	_ claim.Controller  = (*Backend)(nil)
+	_ claim.Registry    = (*Backend)(nil)
 )
 
 // New returns an empty backend whose store time is c.

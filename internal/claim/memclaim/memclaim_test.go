@@ -16,5 +16,6 @@ func TestConformance(t *testing.T) {
 		New:        func(t *testing.T) claim.Backend { return New(clock.NewFake(time.Now())) },
 		Advance:    func(b claim.Backend, d time.Duration) { b.(*Backend).clock.(*clock.Fake).Advance(d) },
 		Controller: true,
+		Registry:   true,
 	})
 }
