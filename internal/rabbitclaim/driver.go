@@ -2,6 +2,7 @@ package rabbitclaim
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -52,15 +53,16 @@ func init() {
 		},
 		ClaimAheadMs: defaultClaimAheadMs,
 		Open:         open,
+		Check:        check,
 		Testing:      testServer,
 	})
 }
 
 func open(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
 	c := p.Settings.(Settings)
-	tlsConfig, err := storetls.Config(c.TLS)
+	tlsConfig, err := tlsOf(c)
 	if err != nil {
-		return nil, fmt.Errorf("backend.rabbitmq.%w", err)
+		return nil, err
 	}
 	return New(ctx, Options{
 		URL:           c.URL,
@@ -73,6 +75,15 @@ func open(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
 		Log:           p.Log,
 		Clock:         p.Clock,
 	})
+}
+
+// tlsOf is the client TLS configuration of c's tls block (nil: none).
+func tlsOf(c Settings) (*tls.Config, error) {
+	t, err := storetls.Config(c.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("backend.rabbitmq.%w", err)
+	}
+	return t, nil
 }
 
 // Describe implements store.Settings.

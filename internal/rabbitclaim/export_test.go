@@ -18,3 +18,8 @@ func SetHooks(b *Backend, declared, beforePublish func(queue string)) {
 func (b *Backend) FlushHistory(ctx context.Context) error {
 	return b.hist.write(ctx, record{Type: recordMarker, ID: string(claim.NewToken())})
 }
+
+// Check is what validate prints about the broker at url.
+func Check(ctx context.Context, url string) (string, error) {
+	return check(ctx, Settings{URL: url})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,6 +50,11 @@ func TestRabbitClusterNodeKilled(t *testing.T) {
 	time.Sleep(rabbitMaxLate + time.Second)
 	cancel()
 	<-done
+	// validate says which node is down.
+	note, err := rabbitclaim.Check(t.Context(), c.urls(0))
+	if err != nil || !strings.Contains(note, "2 of 3 nodes answer") {
+		t.Errorf("check after the kill: %v\n%s", err, note)
+	}
 	s := l.slots()
 	if twice := s.twice(); len(twice) > 0 {
 		t.Errorf("slots won twice: %v", twice)

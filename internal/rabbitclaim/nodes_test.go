@@ -28,6 +28,15 @@ func TestNodeList(t *testing.T) {
 		t.Fatalf("a dead node then a live one: %v", err)
 	}
 
+	// validate names each node and whether it answers.
+	note, err := rabbitclaim.Check(t.Context(), dead+","+u)
+	if err != nil || !strings.Contains(note, "1 of 2 nodes answer") || !strings.Contains(note, "connection refused") {
+		t.Errorf("check of a dead node and a live one: %v\n%s", err, note)
+	}
+	if _, err := rabbitclaim.Check(t.Context(), dead); err == nil || !strings.Contains(err.Error(), "no node answered") {
+		t.Errorf("check of a dead node: want an error saying no node answered, got %v", err)
+	}
+
 	pu, _ := url.Parse(u)
 	pu.User = url.UserPassword("guest", "wrong-pw-zq")
 	refused := pu.String()
