@@ -122,13 +122,14 @@ func (l *rabbitLoad) run(ctx context.Context) {
 			return
 		case <-time.After(time.Until(next)):
 		}
+		slot := next
 		for name, b := range l.ins {
 			for _, job := range l.jobs {
-				wg.Go(func() { l.claim(ctx, name, b, job, next) })
+				wg.Go(func() { l.claim(ctx, name, b, job, slot) })
 				// The next slot's gate, declared ahead as the scheduler
 				// does (PrepareLead, here a second), on the node the
 				// instance is connected to.
-				wg.Go(func() { _ = b.Prepare(ctx, job, next.Add(time.Second).UnixMilli()) })
+				wg.Go(func() { _ = b.Prepare(ctx, job, slot.Add(time.Second).UnixMilli()) })
 			}
 		}
 		next = next.Add(time.Second)
