@@ -157,3 +157,20 @@ func fromMs(v int64) time.Time {
 	}
 	return time.UnixMilli(v).UTC()
 }
+
+// MillisOf is t in ms since the Unix epoch; 0 for the zero time (a store's
+// column or field of a time that may be unset).
+func MillisOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// TimeOfMillis is MillisOf's inverse, in UTC.
+func TimeOfMillis(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}

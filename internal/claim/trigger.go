@@ -1,6 +1,7 @@
 package claim
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,22 +130,12 @@ func (c Control) WithTrigger(t Trigger, keepAfter int64) Control {
 		}
 	}
 	ts = append(ts, t)
-	slices.SortStableFunc(ts, func(a, b Trigger) int { return cmpInt64(a.Due, b.Due) })
+	slices.SortStableFunc(ts, func(a, b Trigger) int { return cmp.Compare(a.Due, b.Due) })
 	if len(ts) > MaxTriggers {
 		ts = ts[len(ts)-MaxTriggers:]
 	}
 	c.Triggers = ts
 	return c
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Same reports whether c and o hold the same record, the version too.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"strconv"
@@ -150,7 +151,7 @@ func compareVersions(a, b string) int {
 	case na != nb:
 		for i := range na {
 			if na[i] != nb[i] {
-				return cmpInt(na[i], nb[i])
+				return cmp.Compare(na[i], nb[i])
 			}
 		}
 	case (pa == "") != (pb == ""):
@@ -176,16 +177,6 @@ func parseVersion(v string) (n [3]int, pre string, ok bool) {
 		n[i] = x
 	}
 	return n, pre, true
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func cmpBool(a, b bool) int {

@@ -78,8 +78,8 @@ func (b *Backend) Beat(ctx context.Context, inst claim.Instance, ttl time.Durati
 		tags[k] = cleanText(t)
 	}
 	rows, err := b.pool.Query(ctx, b.names.expand(beatSQL), cleanText(inst.Name), cleanText(inst.Host), inst.PID,
-		cleanText(inst.Version), tags, msOf(inst.StartedAt), ttl.Milliseconds(), inst.Retain.Milliseconds(),
-		msOf(inst.LastSeen), string(jobs), cleanText(inst.JobsHash))
+		cleanText(inst.Version), tags, claim.MillisOf(inst.StartedAt), ttl.Milliseconds(), inst.Retain.Milliseconds(),
+		claim.MillisOf(inst.LastSeen), string(jobs), cleanText(inst.JobsHash))
 	if err != nil {
 		return claim.Instance{}, b.wrap(fmt.Errorf("beat of %s: %w", inst.Name, err))
 	}
@@ -142,23 +142,7 @@ func scanInstance(row pgx.Row, extra ...any) (claim.Instance, error) {
 		return claim.Instance{}, fmt.Errorf("instance %s: jobs: %w", i.Name, err)
 	}
 	i.PID, i.SkewMs = int(pid), skew
-	i.StartedAt, i.LastSeen, i.ExpiresAt = timeOfMs(started), timeOfMs(seen), timeOfMs(expires)
+	i.StartedAt, i.LastSeen, i.ExpiresAt = claim.TimeOfMillis(started), claim.TimeOfMillis(seen), claim.TimeOfMillis(expires)
 	i.Retain = time.Duration(retain) * time.Millisecond
 	return i, nil
-}
-
-// msOf is t in ms since the Unix epoch; 0 for the zero time.
-func msOf(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-// timeOfMs is msOf's inverse.
-func timeOfMs(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(v).UTC()
 }

@@ -72,7 +72,7 @@ func (b *Backend) Beat(ctx context.Context, inst claim.Instance, ttl time.Durati
 		return claim.Instance{}, fmt.Errorf("beat of %s: prune: %w", inst.Name, err)
 	}
 	got, err := scanInstance(b.db.QueryRowContext(ctx, beatSQL, inst.Name, inst.Host, inst.PID, inst.Version,
-		tags, msOf(inst.StartedAt), ttl.Milliseconds(), inst.Retain.Milliseconds(), msOf(inst.LastSeen), jobs, inst.JobsHash))
+		tags, claim.MillisOf(inst.StartedAt), ttl.Milliseconds(), inst.Retain.Milliseconds(), claim.MillisOf(inst.LastSeen), jobs, inst.JobsHash))
 	if err != nil {
 		return claim.Instance{}, fmt.Errorf("beat of %s: %w", inst.Name, err)
 	}
@@ -151,23 +151,7 @@ func scanInstance(s scanner, extra ...any) (claim.Instance, error) {
 		return claim.Instance{}, fmt.Errorf("instance %s: jobs: %w", i.Name, err)
 	}
 	i.PID, i.SkewMs = int(pid64), skew
-	i.StartedAt, i.LastSeen, i.ExpiresAt = timeOfMs(started), timeOfMs(seen), timeOfMs(expires)
+	i.StartedAt, i.LastSeen, i.ExpiresAt = claim.TimeOfMillis(started), claim.TimeOfMillis(seen), claim.TimeOfMillis(expires)
 	i.Retain = time.Duration(retain) * time.Millisecond
 	return i, nil
-}
-
-// msOf is t in ms since the Unix epoch; 0 for the zero time.
-func msOf(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-// timeOfMs is msOf's inverse.
-func timeOfMs(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(v).UTC()
 }
