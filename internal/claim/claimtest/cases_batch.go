@@ -10,19 +10,9 @@ import (
 	"github.com/anarchon/anarchon/internal/claim"
 )
 
-// batcher returns b as a claim.Batcher, or fails t.
-func batcher(t *testing.T, b claim.Backend) claim.Batcher {
-	t.Helper()
-	bb, ok := b.(claim.Batcher)
-	if !ok {
-		t.Fatalf("%T is not a claim.Batcher", b)
-	}
-	return bb
-}
-
 func mustBatch(ctx context.Context, t *testing.T, b claim.Backend, reqs []claim.Request) []claim.Result {
 	t.Helper()
-	res, err := batcher(t, b).ClaimBatch(ctx, reqs)
+	res, err := as[claim.Batcher](t, b).ClaimBatch(ctx, reqs)
 	if err != nil {
 		t.Fatalf("claim a batch of %d: unexpected error: %v", len(reqs), err)
 	}
@@ -38,8 +28,7 @@ func mustBatch(ctx context.Context, t *testing.T, b claim.Backend, reqs []claim.
 // token's claim of it loses, a late slot is late, and a run claimed
 // before the batch is not won again.
 func (s *suite) testBatchDecidesEachInOrder(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	slot := now.Truncate(time.Second).UnixMilli()
 	before := request(newJob("batch-before"), slot, now)
 	wantWon(t, mustClaim(ctx, t, b, before), 1, "the claim before the batch")
@@ -62,8 +51,7 @@ func (s *suite) testBatchDecidesEachInOrder(t *testing.T) {
 // testBatchOverlap: with overlap skip, the second slot of a job in the
 // same batch sees the first's live run.
 func (s *suite) testBatchOverlap(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	job := newJob("batch-overlap")
 	first := request(job, now.Add(-2*time.Second).Truncate(time.Second).UnixMilli(), now)
 	second := request(job, first.Slot+1000, now)
@@ -79,31 +67,24 @@ func (s *suite) testBatchRace(t *testing.T) {
 		jobs     = 40
 		claimers = 6
 	)
-	ctx, b := s.ctx(t), s.h.New(t)
+	ctx, b, now := s.begin(t)
 	conns := s.connections(t, b)
-	now := s.storeNow(ctx, t, b)
 	slot := now.Truncate(time.Second).UnixMilli()
-	names := make([]string, jobs)
-	for j := range names {
-		names[j] = newJob(fmt.Sprintf("batchrace%02d", j))
+	runs := make([]claim.Request, jobs)
+	for j := range runs { // the scheduler's order: by job
+		runs[j] = request(newJob(fmt.Sprintf("batchrace%02d", j)), slot, now)
 	}
 	results := make([][]attempt, claimers)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	for g := range claimers {
-		tok, inst := claim.NewToken(), fmt.Sprintf("batcher-%d", g)
-		reqs := make([]claim.Request, jobs)
-		for j, name := range names { // the scheduler's order: by job
-			reqs[j] = request(name, slot, now)
-			reqs[j].Token, reqs[j].Instance = tok, inst
-		}
+	for g, reqs := range plansOf(claimers, "batcher", runs) {
 		be := conns[g%len(conns)]
 		wg.Go(func() {
 			<-start
 			var res []claim.Result
 			var err error
 			for {
-				res, err = batcher(t, be).ClaimBatch(ctx, reqs)
+				res, err = as[claim.Batcher](t, be).ClaimBatch(ctx, reqs)
 				if err == nil || s.h.Transient == nil || !s.h.Transient(err) || ctx.Err() != nil {
 					break
 				}

@@ -24,8 +24,7 @@ func (s *suite) loserOutcome() claim.Outcome {
 }
 
 func (s *suite) testFirstClaimWins(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	r := request(newJob("first"), now.UnixMilli(), now)
 	res := mustClaim(ctx, t, b, r)
 	wantWon(t, res, 1, "the first claim of a run nobody holds")
@@ -47,8 +46,7 @@ func (s *suite) checkLease(t *testing.T, res claim.Result, lease time.Duration, 
 }
 
 func (s *suite) testResentTokenWins(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	r := request(newJob("resent"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, r), 1, "the first claim")
 	// The answer was lost in transport; the daemon re-sends the same
@@ -59,8 +57,7 @@ func (s *suite) testResentTokenWins(t *testing.T) {
 }
 
 func (s *suite) testOtherTokenLoses(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	r := request(newJob("other"), now.UnixMilli(), now)
 	won := mustClaim(ctx, t, b, r)
 	wantWon(t, won, 1, "the first claim")
@@ -77,15 +74,14 @@ func (s *suite) testOtherTokenLoses(t *testing.T) {
 }
 
 func (s *suite) testLate(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	job := newJob("late")
 	r := request(job, now.Add(-10*time.Second).UnixMilli(), now)
 	r.MaxLate = 5 * time.Second
 	wantOutcome(t, mustClaim(ctx, t, b, r), claim.Late,
 		"a slot 10s old with maxLate 5s and no state (now - slot > maxLate)")
 	if s.leaser {
-		if _, _, err := leaser(t, b).Read(ctx, job, r.Slot); !isNotFound(err) {
+		if _, _, err := as[claim.Leaser](t, b).Read(ctx, job, r.Slot); !isNotFound(err) {
 			t.Fatalf("a late answer writes nothing: Read must say claim.ErrNotFound, got %v", err)
 		}
 	}
@@ -94,16 +90,14 @@ func (s *suite) testLate(t *testing.T) {
 }
 
 func (s *suite) testWithinMaxLate(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	r := request(newJob("inlate"), now.Add(-10*time.Second).UnixMilli(), now)
 	r.MaxLate = 30 * time.Second
 	wantWon(t, mustClaim(ctx, t, b, r), 1, "a slot 10s old with maxLate 30s")
 }
 
 func (s *suite) testFinishThenListed(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	r := request(newJob("listed"), now.UnixMilli(), now)
 	res := mustClaim(ctx, t, b, r)
 	wantWon(t, res, 1, "the claim")
@@ -112,10 +106,7 @@ func (s *suite) testFinishThenListed(t *testing.T) {
 	if err := b.Finish(ctx, r.Fence(res.Attempt), fin); err != nil {
 		t.Fatalf("finish by the winner: %v", err)
 	}
-	runs, err := b.ListRuns(ctx, claim.ListQuery{Job: r.Job})
-	if err != nil {
-		t.Fatalf("list runs: %v", err)
-	}
+	runs := listOf(ctx, t, b, r.Job, 0)
 	if len(runs) != 1 {
 		t.Fatalf("anarchond status --job %s: want the 1 finished run, got %d: %+v", r.Job, len(runs), runs)
 	}
@@ -126,25 +117,18 @@ func (s *suite) testFinishThenListed(t *testing.T) {
 // once, a lease backend's lease counted from the claim, but it starts at
 // its slot: status must not show it started before the slot.
 func (s *suite) testClaimedAhead(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	r := request(newJob("ahead"), now.Add(2*time.Second).UnixMilli(), now)
 	res := mustClaim(ctx, t, b, r)
 	wantWon(t, res, 1, "a claim 2s ahead of its slot")
 	if s.leaser {
 		s.checkLease(t, res, r.Lease, "a claim ahead of its slot (the lease runs from the claim)")
-		run, _, err := leaser(t, b).Read(ctx, r.Job, r.Slot)
-		if err != nil {
-			t.Fatalf("read the run claimed ahead: %v", err)
-		}
+		run, _ := mustRead(ctx, t, b, r)
 		if !run.StartedAt.Equal(r.SlotTime()) {
 			t.Fatalf("a run claimed ahead of its slot started at %s, want its slot %s", run.StartedAt, r.SlotTime())
 		}
 	}
-	runs, err := b.ListRuns(ctx, claim.ListQuery{Job: r.Job})
-	if err != nil {
-		t.Fatalf("list runs: %v", err)
-	}
+	runs := listOf(ctx, t, b, r.Job, 0)
 	if len(runs) != 1 || runs[0].Status != claim.StatusRunning || !runs[0].StartedAt.Equal(r.SlotTime()) {
 		t.Fatalf("status must list the run claimed ahead as running, started at its slot %s: got %+v", r.SlotTime(), runs)
 	}
@@ -194,9 +178,8 @@ func fmtExit(p *int) string {
 }
 
 func (s *suite) testRace(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
+	ctx, b, now := s.begin(t)
 	conns := s.connections(t, b)
-	now := s.storeNow(ctx, t, b)
 	for round := range 3 {
 		s.raceSlots(ctx, t, b, conns, newJob(fmt.Sprintf("race%d", round)), now, unprepared, fmt.Sprintf("round %d", round+1))
 	}
@@ -211,16 +194,13 @@ const (
 	preparedDuring             // every connection prepares every run, during the race
 )
 
-// raceSlots races 16 claimers, each with a token of its own, over conns on
-// 50 consecutive slots of job (overlap allow: every slot is its own race),
+// raceSlots races racers claimers, each with a token of its own, over conns
+// on 50 consecutive slots of job (overlap allow: every slot is its own race),
 // and checks one winner per slot. Preparations are made as prep says.
 func (s *suite) raceSlots(ctx context.Context, t *testing.T, b claim.Backend, conns []claim.Backend,
 	job string, now time.Time, prep preparation, what string) {
 	t.Helper()
-	const (
-		slots      = 50
-		goroutines = 16
-	)
+	const slots = 50
 	base := now.Truncate(time.Second).Add(-time.Duration(slots) * time.Second).UnixMilli()
 	prepareAll := func(c claim.Backend) error {
 		for i := range slots {
@@ -242,23 +222,18 @@ func (s *suite) raceSlots(ctx context.Context, t *testing.T, b claim.Backend, co
 			during.Go(func() { duringErrs[i] = prepareAll(c) })
 		}
 	}
-	plans := make([][]claim.Request, goroutines)
-	for g := range plans {
-		tok, inst := claim.NewToken(), fmt.Sprintf("racer-%d", g)
-		for i := range slots {
-			r := request(job, base+int64(i)*1000, now)
-			r.Token, r.Instance = tok, inst
-			r.Overlap = claim.OverlapAllow
-			plans[g] = append(plans[g], r)
-		}
+	reqs := make([]claim.Request, slots)
+	for i := range reqs {
+		reqs[i] = request(job, base+int64(i)*1000, now)
+		reqs[i].Overlap = claim.OverlapAllow
 	}
-	results := s.race(ctx, conns, plans)
+	results := s.race(ctx, conns, plansOf(racers, "racer", reqs))
 	during.Wait()
 	if err := errors.Join(duringErrs...); err != nil {
 		t.Fatal(err)
 	}
 	s.checkOneWinner(ctx, t, b, results, s.loserOutcome(), 1,
-		fmt.Sprintf("%s: %d claimers over %d connection(s)", what, goroutines, len(conns)))
+		fmt.Sprintf("%s: %d claimers over %d connection(s)", what, racers, len(conns)))
 }
 
 // checkOneWinner asserts that every slot raced in results has exactly one
@@ -313,7 +288,7 @@ func (s *suite) checkOneWinner(ctx context.Context, t *testing.T, b claim.Backen
 	if !s.leaser {
 		return
 	}
-	l := leaser(t, b)
+	l := as[claim.Leaser](t, b)
 	for k, w := range winners {
 		run, _, err := l.Read(ctx, k.job, k.slot)
 		if err != nil {

@@ -16,15 +16,6 @@ import (
 // compared and set on its version, so that of writers that read the same
 // version exactly one wins.
 
-func controller(t *testing.T, b claim.Backend) claim.Controller {
-	t.Helper()
-	c, ok := b.(claim.Controller)
-	if !ok {
-		t.Fatalf("%T is not a claim.Controller", b)
-	}
-	return c
-}
-
 // pauseOf is a pause of job by a fresh operator, stamped now.
 func pauseOf(job, reason string) claim.Control {
 	return claim.Control{
@@ -35,7 +26,7 @@ func pauseOf(job, reason string) claim.Control {
 
 func mustSet(ctx context.Context, t *testing.T, b claim.Backend, c claim.Control, prev int64, what string) claim.Control {
 	t.Helper()
-	got, err := controller(t, b).SetControl(ctx, c, prev)
+	got, err := as[claim.Controller](t, b).SetControl(ctx, c, prev)
 	if err != nil {
 		t.Fatalf("%s: SetControl(%s, prev %d): %v", what, c.Job, prev, err)
 	}
@@ -67,7 +58,7 @@ func wantSame(t *testing.T, got, want claim.Control, what string) {
 // fails when the job has several.
 func controlOf(ctx context.Context, t *testing.T, b claim.Backend, job string) claim.Control {
 	t.Helper()
-	all, err := controller(t, b).Controls(ctx)
+	all, err := as[claim.Controller](t, b).Controls(ctx)
 	if err != nil {
 		t.Fatalf("Controls: %v", err)
 	}
@@ -107,13 +98,13 @@ func (s *suite) testControlStaleVersion(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
 	job := newJob("stale")
 	v1 := mustSet(ctx, t, b, pauseOf(job, "first"), 0, "the first record")
-	_, err := controller(t, b).SetControl(ctx, pauseOf(job, "also first"), 0)
+	_, err := as[claim.Controller](t, b).SetControl(ctx, pauseOf(job, "also first"), 0)
 	wantConflict(t, err, "a second first record (prev 0) of a job that has one")
 	second := pauseOf(job, "second")
 	v2 := mustSet(ctx, t, b, second, v1.Version, "a write at the current version")
-	_, err = controller(t, b).SetControl(ctx, pauseOf(job, "stale"), v1.Version)
+	_, err = as[claim.Controller](t, b).SetControl(ctx, pauseOf(job, "stale"), v1.Version)
 	wantConflict(t, err, "a write at a stale version")
-	_, err = controller(t, b).SetControl(ctx, pauseOf(job, "ahead"), v2.Version+1000)
+	_, err = as[claim.Controller](t, b).SetControl(ctx, pauseOf(job, "ahead"), v2.Version+1000)
 	wantConflict(t, err, "a write at a version the record never had")
 	got := controlOf(ctx, t, b, job)
 	if got.Version != v2.Version {
@@ -150,11 +141,11 @@ func (s *suite) testControlResume(t *testing.T) {
 	}
 	wantSame(t, got, r, "the resume read back")
 	mustSet(ctx, t, b, pauseOf(job, "again"), v2.Version, "a pause after the resume")
-	_, err := controller(t, b).SetControl(ctx, claim.Control{Job: job, Until: 5}, v2.Version)
+	_, err := as[claim.Controller](t, b).SetControl(ctx, claim.Control{Job: job, Until: 5}, v2.Version)
 	if err == nil || errors.Is(err, claim.ErrConflict) {
 		t.Fatalf("a record with until and not paused: want a refusal, got %v", err)
 	}
-	if _, err := controller(t, b).SetControl(ctx, claim.Control{}, 0); err == nil || errors.Is(err, claim.ErrConflict) {
+	if _, err := as[claim.Controller](t, b).SetControl(ctx, claim.Control{}, 0); err == nil || errors.Is(err, claim.ErrConflict) {
 		t.Fatalf("a record with no job: want a refusal, got %v", err)
 	}
 }
@@ -194,7 +185,7 @@ func (s *suite) testControlRace(t *testing.T) {
 			c := pauseOf(job, fmt.Sprintf("round %d writer %d", round, i))
 			wg.Go(func() {
 				<-start
-				recs[i], errs[i] = controller(t, conns[i%len(conns)]).SetControl(ctx, c, prev)
+				recs[i], errs[i] = as[claim.Controller](t, conns[i%len(conns)]).SetControl(ctx, c, prev)
 			})
 		}
 		close(start)
@@ -225,10 +216,7 @@ func (s *suite) testControlRace(t *testing.T) {
 // and fails when the harness says it is one and it is not.
 func (s *suite) exerciseControl(t *testing.T, probe claim.Backend) {
 	t.Helper()
-	if _, ok := probe.(claim.Controller); !ok {
-		if s.h.Controller {
-			t.Errorf("Harness.Controller is set, but %T is not a claim.Controller", probe)
-		}
+	if !has[claim.Controller](t, probe, s.h.Controller) {
 		return
 	}
 	t.Run("Control", func(t *testing.T) {
@@ -273,7 +261,7 @@ func (s *suite) testControlTriggers(t *testing.T) {
 	a := got.WithTrigger(triggerOf(claim.TriggerRetry, now+2000, 2), 0)
 	z := got.WithTrigger(triggerOf(claim.TriggerManual, now+3000, 1), 0)
 	v2 := mustSet(ctx, t, b, a, v1.Version, "the retry added at the current version")
-	_, err := controller(t, b).SetControl(ctx, z, v1.Version)
+	_, err := as[claim.Controller](t, b).SetControl(ctx, z, v1.Version)
 	wantConflict(t, err, "a trigger added at a stale version")
 	got = controlOf(ctx, t, b, job)
 	wantSame(t, got, a, "after the refused write, the winner's triggers")
@@ -292,7 +280,7 @@ func (s *suite) testControlTriggers(t *testing.T) {
 		t.Fatalf("the pause kept %d triggers, want 3: %+v", len(got.Triggers), got.Triggers)
 	}
 	bad := got.WithTrigger(claim.Trigger{ID: "x", Kind: "cron", Slot: now, Attempt: 1, Due: now}, 0)
-	if _, err := controller(t, b).SetControl(ctx, bad, got.Version); err == nil || errors.Is(err, claim.ErrConflict) {
+	if _, err := as[claim.Controller](t, b).SetControl(ctx, bad, got.Version); err == nil || errors.Is(err, claim.ErrConflict) {
 		t.Fatalf("a trigger of an unknown kind: want a refusal, got %v", err)
 	}
 }

@@ -14,22 +14,10 @@ import (
 // store's time where it has a clock, renewed in place by the next beat,
 // still listed (not alive) after it expires, and gone after its retention.
 
-func registry(t *testing.T, b claim.Backend) claim.Registry {
-	t.Helper()
-	r, ok := b.(claim.Registry)
-	if !ok {
-		t.Fatalf("%T is not a claim.Registry", b)
-	}
-	return r
-}
-
 // exerciseRegistry runs the Registry cases when probe is one.
 func (s *suite) exerciseRegistry(t *testing.T, probe claim.Backend) {
 	t.Helper()
-	if _, ok := probe.(claim.Registry); !ok {
-		if s.h.Registry {
-			t.Errorf("Harness.Registry is set, but %T is not a claim.Registry", probe)
-		}
+	if !has[claim.Registry](t, probe, s.h.Registry) {
 		return
 	}
 	t.Run("Registry", func(t *testing.T) {
@@ -56,7 +44,7 @@ func instanceOf(what string) claim.Instance {
 
 func mustBeat(ctx context.Context, t *testing.T, b claim.Backend, i claim.Instance, ttl time.Duration) claim.Instance {
 	t.Helper()
-	got, err := registry(t, b).Beat(ctx, i, ttl)
+	got, err := as[claim.Registry](t, b).Beat(ctx, i, ttl)
 	if err != nil {
 		t.Fatalf("Beat(%s): %v", i.Name, err)
 	}
@@ -67,7 +55,7 @@ func mustBeat(ctx context.Context, t *testing.T, b claim.Backend, i claim.Instan
 // time of the read (the local clock where the store has none).
 func listed(ctx context.Context, t *testing.T, b claim.Backend, name string) (claim.Instance, time.Time, bool) {
 	t.Helper()
-	all, now, err := registry(t, b).Instances(ctx)
+	all, now, err := as[claim.Registry](t, b).Instances(ctx)
 	if err != nil {
 		t.Fatalf("Instances: %v", err)
 	}

@@ -10,15 +10,6 @@ import (
 // The keepRuns cases of backends that are claim.CountPruner
 // (docs/spec.md#s6-keep-runs).
 
-func countPruner(t *testing.T, b claim.Backend) claim.CountPruner {
-	t.Helper()
-	p, ok := b.(claim.CountPruner)
-	if !ok {
-		t.Fatalf("%T is not a claim.CountPruner", b)
-	}
-	return p
-}
-
 // keepState builds a job's slots: finished runs 5h, 4h, 2h, 1h and 1m old,
 // a running run 3h old (live lease), and where the store records notes, a
 // note 90m old. It returns the job and the slot of each age.
@@ -30,10 +21,7 @@ func (s *suite) keepState(t *testing.T, b claim.Backend, now time.Time) (string,
 	for _, age := range []time.Duration{5 * time.Hour, 4 * time.Hour, 3 * time.Hour, 2 * time.Hour, time.Hour, time.Minute} {
 		r := request(job, now.Add(-age).UnixMilli(), now)
 		r.MaxLate, r.Overlap, r.Lease = 6*time.Hour, claim.OverlapAllow, time.Hour
-		wantWon(t, mustClaim(ctx, t, b, r), 1, "claim of a run "+age.String()+" old")
-		if age != 3*time.Hour {
-			finish(ctx, t, b, r, 1, succeeded(now))
-		}
+		claimRun(ctx, t, b, r, age != 3*time.Hour, "claim of a run "+age.String()+" old")
 		slots[age] = r.Slot
 	}
 	if _, ok := b.(claim.Recorder); ok {
@@ -48,13 +36,11 @@ func (s *suite) keepState(t *testing.T, b claim.Backend, now time.Time) (string,
 // a slot younger than olderThan stays; the rest goes, and another job is
 // untouched. A second prune finds nothing.
 func (s *suite) testKeep(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	p := countPruner(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
+	p := as[claim.CountPruner](t, b)
 	other := request(newJob("keepother"), now.Add(-5*time.Hour).UnixMilli(), now)
 	other.MaxLate = 6 * time.Hour
-	wantWon(t, mustClaim(ctx, t, b, other), 1, "another job's old run")
-	finish(ctx, t, b, other, 1, succeeded(now))
+	claimRun(ctx, t, b, other, true, "another job's old run")
 	job, slots := s.keepState(t, b, now)
 	_, noted := slots[90*time.Minute]
 
@@ -69,11 +55,11 @@ func (s *suite) testKeep(t *testing.T) {
 		t.Fatalf("keep 3: want %d deleted, got %d, %v", want, n, err)
 	}
 	for _, age := range gone {
-		if _, _, err := leaser(t, b).Read(ctx, job, slots[age]); !isNotFound(err) {
+		if _, _, err := as[claim.Leaser](t, b).Read(ctx, job, slots[age]); !isNotFound(err) {
 			t.Fatalf("the run %v old is beyond the 3 newest: want claim.ErrNotFound, got %v", age, err)
 		}
 	}
-	if run, _, err := leaser(t, b).Read(ctx, job, slots[3*time.Hour]); err != nil || run.Status != claim.StatusRunning {
+	if run, _, err := as[claim.Leaser](t, b).Read(ctx, job, slots[3*time.Hour]); err != nil || run.Status != claim.StatusRunning {
 		t.Fatalf("a running run is never pruned: got %+v, %v", run, err)
 	}
 	if n, err := p.PruneKeep(ctx, job, 3, 30*time.Minute); err != nil || n != 0 {
@@ -100,9 +86,8 @@ func (s *suite) testKeep(t *testing.T) {
 // testKeepRefusesBadArgs: keep below 1, a negative age and an empty job
 // are refused, and nothing is deleted.
 func (s *suite) testKeepRefusesBadArgs(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	p := countPruner(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
+	p := as[claim.CountPruner](t, b)
 	job, _ := s.keepState(t, b, now)
 	for _, c := range []struct {
 		job  string

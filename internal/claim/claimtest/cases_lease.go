@@ -13,8 +13,7 @@ import (
 // The cases of lease backends (docs/spec.md#s3-1, docs/spec.md#s4).
 
 func (s *suite) testStoreTime(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	job := newJob("storetime")
 	for i, lease := range []time.Duration{1500 * time.Millisecond, 45 * time.Second, 2 * time.Hour} {
 		r := request(job, now.UnixMilli()+int64(i), now)
@@ -26,8 +25,7 @@ func (s *suite) testStoreTime(t *testing.T) {
 }
 
 func (s *suite) testIgnoresInstanceClock(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	job := newJob("skewed")
 	// An instance whose clock is a day behind still gets late from the
 	// store's clock.
@@ -41,16 +39,11 @@ func (s *suite) testIgnoresInstanceClock(t *testing.T) {
 }
 
 func (s *suite) testReadShowsClaim(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	l := leaser(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	r := request(newJob("read"), now.UnixMilli(), now)
 	res := mustClaim(ctx, t, b, r)
 	wantWon(t, res, 1, "the claim")
-	run, readNow, err := l.Read(ctx, r.Job, r.Slot)
-	if err != nil {
-		t.Fatalf("read a claimed run: %v", err)
-	}
+	run, readNow := mustRead(ctx, t, b, r)
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	if run.Job != r.Job || run.Slot != r.Slot {
@@ -77,10 +70,7 @@ func (s *suite) testReadShowsClaim(t *testing.T) {
 	if len(problems) > 0 {
 		t.Fatalf("the cheap read of a just-won run:\n  %s", strings.Join(problems, "\n  "))
 	}
-	runs, err := b.ListRuns(ctx, claim.ListQuery{Job: r.Job})
-	if err != nil {
-		t.Fatalf("list runs: %v", err)
-	}
+	runs := listOf(ctx, t, b, r.Job, 0)
 	if len(runs) != 1 || runs[0].Status != claim.StatusRunning || runs[0].Token != r.Token {
 		t.Fatalf("status must list the running run: got %+v", runs)
 	}
@@ -88,7 +78,7 @@ func (s *suite) testReadShowsClaim(t *testing.T) {
 
 func (s *suite) testReadNotFound(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
-	l := leaser(t, b)
+	l := as[claim.Leaser](t, b)
 	job := newJob("unknown")
 	if _, _, err := l.Read(ctx, job, 1_700_000_000_000); !isNotFound(err) {
 		t.Fatalf("read of a run the store never saw: want claim.ErrNotFound, got %v", err)
@@ -108,16 +98,28 @@ func finish(ctx context.Context, t *testing.T, b claim.Backend, r claim.Request,
 	}
 }
 
-func succeeded(now time.Time) claim.Finish {
-	return claim.Finish{Status: claim.StatusSucceeded, ExitCode: 0, OutputTail: "ok\n", StartedAt: now, FinishedAt: now}
+// claimRun claims r, wants it won(1), and when done finishes it as
+// succeeded. It returns r.
+func claimRun(ctx context.Context, t *testing.T, b claim.Backend, r claim.Request, done bool, what string) claim.Request {
+	t.Helper()
+	wantWon(t, mustClaim(ctx, t, b, r), 1, what)
+	if done {
+		finish(ctx, t, b, r, 1, succeeded(r.Now))
+	}
+	return r
 }
 
+// finishOf is the result of an attempt started and finished at now.
+func finishOf(st claim.Status, code int, tail string, now time.Time) claim.Finish {
+	return claim.Finish{Status: st, ExitCode: code, OutputTail: tail, StartedAt: now, FinishedAt: now}
+}
+
+// succeeded is a successful result at now.
+func succeeded(now time.Time) claim.Finish { return finishOf(claim.StatusSucceeded, 0, "ok\n", now) }
+
 func (s *suite) testDoneAfterFinish(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
-	r := request(newJob("done"), now.Add(-10*time.Second).UnixMilli(), now)
-	wantWon(t, mustClaim(ctx, t, b, r), 1, "the claim")
-	finish(ctx, t, b, r, 1, succeeded(now))
+	ctx, b, now := s.begin(t)
+	r := claimRun(ctx, t, b, request(newJob("done"), now.Add(-10*time.Second).UnixMilli(), now), true, "the claim")
 	res := mustClaim(ctx, t, b, backup(r))
 	wantOutcome(t, res, claim.Done, "another instance's claim of a finished run")
 	if res.Holder != r.Instance {
@@ -131,23 +133,15 @@ func (s *suite) testDoneAfterFinish(t *testing.T) {
 }
 
 func (s *suite) testFinishRecords(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	l := leaser(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	r := request(newJob("records"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, r), 1, "the claim")
 	tail := strings.Repeat("0123456789abcdef", 255) + "last line ünï ✓\n" // ~4 KiB
-	fin := claim.Finish{Status: claim.StatusSucceeded, ExitCode: 0, OutputTail: tail, StartedAt: now, FinishedAt: now}
+	fin := finishOf(claim.StatusSucceeded, 0, tail, now)
 	finish(ctx, t, b, r, 1, fin)
-	run, _, err := l.Read(ctx, r.Job, r.Slot)
-	if err != nil {
-		t.Fatalf("read the finished run: %v", err)
-	}
+	run, _ := mustRead(ctx, t, b, r)
 	checkFinished(t, run, r, 1, fin) // exit code 0 must be recorded as 0, not as "none"
-	runs, err := b.ListRuns(ctx, claim.ListQuery{Job: r.Job})
-	if err != nil {
-		t.Fatalf("list runs: %v", err)
-	}
+	runs := listOf(ctx, t, b, r.Job, 0)
 	if len(runs) != 1 {
 		t.Fatalf("status --job %s: want 1 run, got %d", r.Job, len(runs))
 	}
@@ -156,12 +150,9 @@ func (s *suite) testFinishRecords(t *testing.T) {
 	timeout := request(r.Job, r.Slot+1000, now)
 	timeout.Overlap = claim.OverlapAllow
 	wantWon(t, mustClaim(ctx, t, b, timeout), 1, "a second run")
-	tf := claim.Finish{Status: claim.StatusTimeout, ExitCode: -1, OutputTail: "", StartedAt: now, FinishedAt: now}
+	tf := finishOf(claim.StatusTimeout, -1, "", now)
 	finish(ctx, t, b, timeout, 1, tf)
-	run, _, err = l.Read(ctx, timeout.Job, timeout.Slot)
-	if err != nil {
-		t.Fatalf("read the timed-out run: %v", err)
-	}
+	run, _ = mustRead(ctx, t, b, timeout)
 	checkFinished(t, run, timeout, 1, tf)
 }
 
@@ -174,10 +165,7 @@ func (s *suite) testListRuns(t *testing.T) {
 	claimAt := func(job string, slot int64, fin bool) {
 		r := request(job, slot, now)
 		r.Overlap = claim.OverlapAllow
-		wantWon(t, mustClaim(ctx, t, b, r), 1, fmt.Sprintf("claim %s@%d", job, slot))
-		if fin {
-			finish(ctx, t, b, r, 1, succeeded(now))
-		}
+		claimRun(ctx, t, b, r, fin, fmt.Sprintf("claim %s@%d", job, slot))
 	}
 	// L at base+0,2,4,6,8 s; M at base+1,3 s: newest first interleaves them.
 	for i := range 5 {
@@ -231,9 +219,8 @@ func (s *suite) testListRuns(t *testing.T) {
 }
 
 func (s *suite) testOverlapSkip(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	l := leaser(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
+	l := as[claim.Leaser](t, b)
 	a := request(newJob("ovskip"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "run A of the job")
 	next := request(a.Job, a.Slot+60_000, now)
@@ -247,8 +234,7 @@ func (s *suite) testOverlapSkip(t *testing.T) {
 }
 
 func (s *suite) testOverlapAllow(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	a := request(newJob("ovallow"), now.UnixMilli(), now)
 	a.Overlap = claim.OverlapAllow
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "run A of the job")
@@ -258,8 +244,7 @@ func (s *suite) testOverlapAllow(t *testing.T) {
 }
 
 func (s *suite) testOverlapAfterFinish(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	a := request(newJob("ovfin"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "run A of the job")
 	next := request(a.Job, a.Slot+60_000, now)
@@ -269,24 +254,28 @@ func (s *suite) testOverlapAfterFinish(t *testing.T) {
 }
 
 func (s *suite) testOverlapOtherJob(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	a := request(newJob("ovjobj"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "run of job J")
 	k := request(newJob("ovjobk"), a.Slot, now)
 	wantWon(t, mustClaim(ctx, t, b, k), 1, "the same slot of another job K while J runs (overlap is per job)")
 }
 
+// testOverlapIgnoresExpiredLease: the next slot is won once run A's lease
+// expired (expiredBesideLive checks it): only live leases overlap.
 func (s *suite) testOverlapIgnoresExpiredLease(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
-	a := request(newJob("ovexp"), now.UnixMilli(), now)
-	a.Lease = s.h.ShortLease
-	wantWon(t, mustClaim(ctx, t, b, a), 1, "run A with a short lease")
-	s.awaitExpired(ctx, t, b, a.Job, a.Slot)
-	next := request(a.Job, a.Slot+60_000, now)
-	wantWon(t, mustClaim(ctx, t, b, next), 1,
-		"the next slot once A's lease expired: only runs with lease_until >= now overlap")
+	s.expiredBesideLive(ctx, t, b)
+}
+
+// claimExpired claims r with the short lease, wants it won(1), and waits
+// until that lease has expired. It returns r as claimed.
+func (s *suite) claimExpired(ctx context.Context, t *testing.T, b claim.Backend, r claim.Request, what string) claim.Request {
+	t.Helper()
+	r.Lease = s.h.ShortLease
+	wantWon(t, mustClaim(ctx, t, b, r), 1, what)
+	s.awaitExpired(ctx, t, b, r.Job, r.Slot)
+	return r
 }
 
 // expiredBesideLive builds the state of "overlap also guards takeovers"
@@ -295,34 +284,25 @@ func (s *suite) testOverlapIgnoresExpiredLease(t *testing.T) {
 func (s *suite) expiredBesideLive(ctx context.Context, t *testing.T, b claim.Backend) (claim.Request, claim.Request) {
 	t.Helper()
 	now := s.storeNow(ctx, t, b)
-	a := request(newJob("ovguard"), now.UnixMilli(), now)
-	a.Lease = s.h.ShortLease
-	wantWon(t, mustClaim(ctx, t, b, a), 1, "run A (slot1) with a short lease")
-	s.awaitExpired(ctx, t, b, a.Job, a.Slot)
+	a := s.claimExpired(ctx, t, b, request(newJob("ovguard"), now.UnixMilli(), now), "run A (slot1) with a short lease")
 	next := request(a.Job, a.Slot+60_000, now)
-	wantWon(t, mustClaim(ctx, t, b, next), 1, "run B (slot2) after A's lease expired")
+	wantWon(t, mustClaim(ctx, t, b, next), 1,
+		"run B (slot2) once A's lease expired: only runs with lease_until >= now overlap")
 	return a, next
 }
 
 func (s *suite) testOverlapGuardsTakeover(t *testing.T) {
 	ctx, b := s.ctx(t), s.h.New(t)
-	l := leaser(t, b)
 	a, next := s.expiredBesideLive(ctx, t, b)
 	wantOutcome(t, mustClaim(ctx, t, b, backup(a)), claim.Done,
 		"a backup finding slot1's lease expired while slot2 of the job is live (overlap skip) must not start a second run")
-	run, _, err := l.Read(ctx, a.Job, a.Slot)
-	if err != nil {
-		t.Fatalf("read slot1: %v", err)
-	}
+	run, _ := mustRead(ctx, t, b, a)
 	if run.Status != claim.StatusInterrupted || run.FinishedAt.IsZero() || run.ExitCode != nil || run.Attempt != 1 {
 		t.Fatalf("slot1 must be marked interrupted (finished set, no exit code, attempt 1): got %s finished %v exit %s attempt %d",
 			run.Status, run.FinishedAt, fmtExit(run.ExitCode), run.Attempt)
 	}
 	wantOutcome(t, mustClaim(ctx, t, b, backup(a)), claim.Done, "any later claim of the interrupted slot1")
-	live, _, err := l.Read(ctx, next.Job, next.Slot)
-	if err != nil {
-		t.Fatalf("read slot2: %v", err)
-	}
+	live, _ := mustRead(ctx, t, b, next)
 	if live.Status != claim.StatusRunning || live.Token != next.Token {
 		t.Fatalf("slot2 must still run under its winner: got %s token %s", live.Status, live.Token.Short())
 	}
@@ -337,13 +317,9 @@ func (s *suite) testOverlapAllowTakeover(t *testing.T) {
 }
 
 func (s *suite) testTakeover(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	l := leaser(t, b)
-	now := s.storeNow(ctx, t, b)
-	a := request(newJob("takeover"), now.UnixMilli(), now)
-	a.Lease = s.h.ShortLease
-	wantWon(t, mustClaim(ctx, t, b, a), 1, "the first runner A with a short lease")
-	s.awaitExpired(ctx, t, b, a.Job, a.Slot)
+	ctx, b, now := s.begin(t)
+	l := as[claim.Leaser](t, b)
+	a := s.claimExpired(ctx, t, b, request(newJob("takeover"), now.UnixMilli(), now), "the first runner A with a short lease")
 
 	bk := backup(a)
 	bk.Lease = time.Minute
@@ -368,32 +344,22 @@ func (s *suite) testTakeover(t *testing.T) {
 	}
 	s.checkLease(t, renewed, 2*time.Minute, "B's renewal")
 
-	run, _, err := l.Read(ctx, a.Job, a.Slot)
-	if err != nil {
-		t.Fatalf("read after the takeover: %v", err)
-	}
+	run, _ := mustRead(ctx, t, b, a)
 	if run.Attempt != 2 || run.Instance != bk.Instance || run.Token != bk.Token || run.Status != claim.StatusRunning ||
 		!run.LeaseUntil.Equal(renewed.LeaseUntil) {
 		t.Fatalf("after the takeover the run must show attempt 2 held by B (%s/%s) until %s, running; got attempt %d by %s/%s until %s, %s",
 			bk.Instance, bk.Token.Short(), renewed.LeaseUntil, run.Attempt, run.Instance, run.Token.Short(), run.LeaseUntil, run.Status)
 	}
-	fin := claim.Finish{Status: claim.StatusFailed, ExitCode: 2, OutputTail: "retried\n", StartedAt: now, FinishedAt: now}
+	fin := finishOf(claim.StatusFailed, 2, "retried\n", now)
 	finish(ctx, t, b, bk, 2, fin)
-	run, _, err = l.Read(ctx, a.Job, a.Slot)
-	if err != nil {
-		t.Fatalf("read after B finished: %v", err)
-	}
+	run, _ = mustRead(ctx, t, b, a)
 	checkFinished(t, run, bk, 2, fin)
 }
 
 func (s *suite) testResentClaimAfterExpiry(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	l := leaser(t, b)
-	now := s.storeNow(ctx, t, b)
-	a := request(newJob("resentexp"), now.UnixMilli(), now)
-	a.Lease = s.h.ShortLease
-	wantWon(t, mustClaim(ctx, t, b, a), 1, "A with a short lease")
-	s.awaitExpired(ctx, t, b, a.Job, a.Slot)
+	ctx, b, now := s.begin(t)
+	l := as[claim.Leaser](t, b)
+	a := s.claimExpired(ctx, t, b, request(newJob("resentexp"), now.UnixMilli(), now), "A with a short lease")
 	// docs/spec.md#s3-1, row 4: running under the caller's token -> won(attempt)
 	// comes before the lease check: nobody took over, so it is still A's run.
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "A's claim re-sent after its lease expired but before anyone took over")
@@ -405,27 +371,22 @@ func (s *suite) testResentClaimAfterExpiry(t *testing.T) {
 }
 
 func (s *suite) testAttemptsRunOut(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	l := leaser(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
+	l := as[claim.Leaser](t, b)
 	a := request(newJob("attempts"), now.UnixMilli(), now)
-	a.Lease, a.MaxAttempts = s.h.ShortLease, 2
-	wantWon(t, mustClaim(ctx, t, b, a), 1, "attempt 1 (maxAttempts 2)")
-	s.awaitExpired(ctx, t, b, a.Job, a.Slot)
+	a.MaxAttempts = 2
+	a = s.claimExpired(ctx, t, b, a, "attempt 1 (maxAttempts 2)")
 	b2 := backup(a)
 	wantWon(t, mustClaim(ctx, t, b, b2), 2, "the takeover after attempt 1 expired")
 	s.awaitExpired(ctx, t, b, a.Job, a.Slot)
 	wantOutcome(t, mustClaim(ctx, t, b, backup(a)), claim.Done,
 		"a claim after attempt 2 of 2 expired: no attempts left")
-	run, _, err := l.Read(ctx, a.Job, a.Slot)
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
+	run, _ := mustRead(ctx, t, b, a)
 	if run.Status != claim.StatusInterrupted || run.Attempt != 2 || run.FinishedAt.IsZero() || run.ExitCode != nil {
 		t.Fatalf("a run out of attempts must show interrupted at attempt 2 (finished set, no exit code): got %s attempt %d finished %v exit %s",
 			run.Status, run.Attempt, run.FinishedAt, fmtExit(run.ExitCode))
 	}
-	_, err = l.Renew(ctx, b2.Fence(2), time.Minute)
+	_, err := l.Renew(ctx, b2.Fence(2), time.Minute)
 	wantFenced(t, err, "the heartbeat of attempt 2 after the run was interrupted")
 	res := mustClaim(ctx, t, b, backup(a))
 	wantOutcome(t, res, claim.Done, "any later claim of the interrupted run")
@@ -435,9 +396,8 @@ func (s *suite) testAttemptsRunOut(t *testing.T) {
 }
 
 func (s *suite) testRenewExtends(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	l := leaser(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
+	l := as[claim.Leaser](t, b)
 	a := request(newJob("renew"), now.UnixMilli(), now)
 	first := mustClaim(ctx, t, b, a)
 	wantWon(t, first, 1, "the claim")
@@ -450,10 +410,7 @@ func (s *suite) testRenewExtends(t *testing.T) {
 	if !res.LeaseUntil.After(first.LeaseUntil) {
 		t.Fatalf("renewal must move the lease end beyond %s, got %s", first.LeaseUntil, res.LeaseUntil)
 	}
-	run, _, err := l.Read(ctx, a.Job, a.Slot)
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
+	run, _ := mustRead(ctx, t, b, a)
 	if !run.LeaseUntil.Equal(res.LeaseUntil) {
 		t.Fatalf("Read must show the renewed lease end %s, got %s", res.LeaseUntil, run.LeaseUntil)
 	}
@@ -467,38 +424,30 @@ func (s *suite) testRenewExtends(t *testing.T) {
 }
 
 func (s *suite) testFinishedIsFenced(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	l := leaser(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
+	l := as[claim.Leaser](t, b)
 	a := request(newJob("finfence"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "the claim")
-	fin := claim.Finish{Status: claim.StatusSucceeded, ExitCode: 0, OutputTail: "first\n", StartedAt: now, FinishedAt: now}
+	fin := finishOf(claim.StatusSucceeded, 0, "first\n", now)
 	finish(ctx, t, b, a, 1, fin)
 	_, err := l.Renew(ctx, a.Fence(1), time.Minute)
 	wantFenced(t, err, "a heartbeat after the run finished")
-	second := claim.Finish{Status: claim.StatusFailed, ExitCode: 9, OutputTail: "second\n", StartedAt: now, FinishedAt: now}
+	second := finishOf(claim.StatusFailed, 9, "second\n", now)
 	wantFenced(t, b.Finish(ctx, a.Fence(1), second), "a second Finish of a finished run")
 	wantFenced(t, l.Release(ctx, a.Fence(1)), "a Release after the run finished")
-	run, _, err := l.Read(ctx, a.Job, a.Slot)
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
+	run, _ := mustRead(ctx, t, b, a)
 	checkFinished(t, run, a, 1, fin) // the fenced Finish changed nothing
 }
 
 func (s *suite) testRelease(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	l := leaser(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
+	l := as[claim.Leaser](t, b)
 	a := request(newJob("release"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "the claim (1m lease)")
 	if err := l.Release(ctx, a.Fence(1)); err != nil {
 		t.Fatalf("the owner's Release: %v", err)
 	}
-	run, readNow, err := l.Read(ctx, a.Job, a.Slot)
-	if err != nil {
-		t.Fatalf("read after Release: %v", err)
-	}
+	run, readNow := mustRead(ctx, t, b, a)
 	if run.Status != claim.StatusRunning || !run.LeaseUntil.Before(readNow) {
 		t.Fatalf("after Release the run stays running with its lease ended (lease_until %s < store now %s)",
 			run.LeaseUntil, readNow)
@@ -507,18 +456,14 @@ func (s *suite) testRelease(t *testing.T) {
 	bk := backup(a)
 	wantWon(t, mustClaim(ctx, t, b, bk), 2, "a backup's claim right after Release")
 	wantFenced(t, l.Release(ctx, a.Fence(1)), "A's second Release after the takeover")
-	_, err = l.Renew(ctx, a.Fence(1), time.Minute)
+	_, err := l.Renew(ctx, a.Fence(1), time.Minute)
 	wantFenced(t, err, "A's heartbeat after Release and takeover")
 }
 
 func (s *suite) testTakeoverRace(t *testing.T) {
-	const (
-		slots      = 10
-		goroutines = 16
-	)
-	ctx, b := s.ctx(t), s.h.New(t)
+	const slots = 10
+	ctx, b, now := s.begin(t)
 	conns := s.connections(t, b)
-	now := s.storeNow(ctx, t, b)
 	job := newJob("takerace")
 	var owned []claim.Request
 	for i := range slots {
@@ -527,32 +472,21 @@ func (s *suite) testTakeoverRace(t *testing.T) {
 		wantWon(t, mustClaim(ctx, t, b, r), 1, fmt.Sprintf("the first runner of slot %d", i))
 		owned = append(owned, r)
 	}
-	for _, r := range owned {
+	for i, r := range owned {
 		s.awaitExpired(ctx, t, b, r.Job, r.Slot)
+		owned[i].Lease = time.Minute // the backups' lease
 	}
-	plans := make([][]claim.Request, goroutines)
-	for g := range plans {
-		tok, inst := claim.NewToken(), fmt.Sprintf("backup-%d", g)
-		for _, r := range owned {
-			r.Token, r.Instance, r.Lease = tok, inst, time.Minute
-			plans[g] = append(plans[g], r)
-		}
-	}
-	s.checkOneWinner(ctx, t, b, s.race(ctx, conns, plans), claim.Running, 2,
-		fmt.Sprintf("%d backups racing to take over %d expired leases", goroutines, slots))
+	s.checkOneWinner(ctx, t, b, s.race(ctx, conns, plansOf(racers, "backup", owned)), claim.Running, 2,
+		fmt.Sprintf("%d backups racing to take over %d expired leases", racers, slots))
 }
 
 func (s *suite) testOverlapRace(t *testing.T) {
-	const (
-		rounds     = 3
-		goroutines = 16
-	)
-	ctx, b := s.ctx(t), s.h.New(t)
+	const rounds = 3
+	ctx, b, now := s.begin(t)
 	conns := s.connections(t, b)
-	now := s.storeNow(ctx, t, b)
 	for round := range rounds {
 		job := newJob(fmt.Sprintf("ovrace%d", round))
-		plans := make([][]claim.Request, goroutines)
+		plans := make([][]claim.Request, racers)
 		for g := range plans {
 			// Every claimer wants a different slot of the same job.
 			plans[g] = []claim.Request{request(job, now.UnixMilli()-int64(g)*1000, now)}
@@ -576,7 +510,7 @@ func (s *suite) testOverlapRace(t *testing.T) {
 		}
 		if len(problems) > 0 {
 			t.Fatalf("round %d: %d claimers of different slots of one job with overlap skip: the decision must be serial per job, "+
-				"so exactly one runs:\n  %s", round+1, goroutines, strings.Join(problems, "\n  "))
+				"so exactly one runs:\n  %s", round+1, racers, strings.Join(problems, "\n  "))
 		}
 	}
 }

@@ -33,13 +33,11 @@ func wantTakenOver(t *testing.T, err error, what string) {
 }
 
 func (s *suite) testLostClaim(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	l, p := leaser(t, b), pruner(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
+	l, p := as[claim.Leaser](t, b), as[claim.Pruner](t, b)
 	a := request(newJob("lost"), now.Add(-2*time.Hour).UnixMilli(), now)
-	a.MaxLate, a.Lease = 3*time.Hour, s.h.ShortLease
-	wantWon(t, mustClaim(ctx, t, b, a), 1, "A's claim of a 2h-old slot (maxLate 3h) with a short lease")
-	s.awaitExpired(ctx, t, b, a.Job, a.Slot)
+	a.MaxLate = 3 * time.Hour
+	a = s.claimExpired(ctx, t, b, a, "A's claim of a 2h-old slot (maxLate 3h) with a short lease")
 	// Prune with age 0 forgets every run whose lease has ended: the
 	// store loses A's claim as a failover to a stale replica would.
 	if _, err := p.Prune(ctx, 0); err != nil {
@@ -67,12 +65,10 @@ func (s *suite) testLostClaim(t *testing.T) {
 }
 
 func (s *suite) testFinishResent(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	l := leaser(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	a := request(newJob("finresent"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "the claim")
-	fin := claim.Finish{Status: claim.StatusFailed, ExitCode: 3, OutputTail: "once\n", StartedAt: now, FinishedAt: now}
+	fin := finishOf(claim.StatusFailed, 3, "once\n", now)
 	finish(ctx, t, b, a, 1, fin)
 	// The same Finish again, as after its answer was lost (a connection
 	// cut, a failover once the commit had reached the standby): recorded.
@@ -82,9 +78,6 @@ func (s *suite) testFinishResent(t *testing.T) {
 	other := fin
 	other.ExitCode = 4
 	wantTakenOver(t, b.Finish(ctx, a.Fence(1), other), "a Finish of another result once the run finished")
-	run, _, err := l.Read(ctx, a.Job, a.Slot)
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
+	run, _ := mustRead(ctx, t, b, a)
 	checkFinished(t, run, a, 1, fin)
 }

@@ -19,9 +19,8 @@ import (
 // lists and filters as replaced, its renewals are fenced, a re-sent copy
 // of that Finish is accepted, and the next slot wins.
 func (s *suite) testOverlapReplace(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	l := leaser(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
+	l := as[claim.Leaser](t, b)
 	a := request(newJob("ovreplace"), now.UnixMilli(), now)
 	a.Overlap = claim.OverlapReplace
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "run A of the job")
@@ -29,15 +28,12 @@ func (s *suite) testOverlapReplace(t *testing.T) {
 	next.Overlap = claim.OverlapReplace
 	wantOutcome(t, mustClaim(ctx, t, b, next), claim.Overlap,
 		"the next slot while run A is live (overlap replace: it waits for A's command to stop)")
-	fin := claim.Finish{Status: claim.StatusReplaced, ExitCode: 143, OutputTail: "stopped\n", StartedAt: now, FinishedAt: now}
+	fin := finishOf(claim.StatusReplaced, 143, "stopped\n", now)
 	finish(ctx, t, b, a, 1, fin)
 	if err := b.Finish(ctx, a.Fence(1), fin); err != nil {
 		t.Fatalf("the replaced Finish re-sent (its answer lost) must succeed: %v", err)
 	}
-	run, _, err := l.Read(ctx, a.Job, a.Slot)
-	if err != nil {
-		t.Fatalf("read run A: %v", err)
-	}
+	run, _ := mustRead(ctx, t, b, a)
 	checkFinished(t, run, a, 1, fin)
 	if _, err := l.Renew(ctx, a.Fence(1), a.Lease); err == nil {
 		t.Fatal("a renewal of a replaced run must be fenced, got no error")
@@ -72,8 +68,7 @@ func (s *suite) testOverlapReplaceGuardsTakeover(t *testing.T) {
 // the job's next slot; the store answers it overlap while run A is live
 // (not late, though past the job's own maxLate), and won once A ended.
 func (s *suite) testOverlapQueue(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	a := request(newJob("ovqueue"), now.Add(-10*time.Second).UnixMilli(), now)
 	a.Overlap = claim.OverlapQueue
 	wantWon(t, mustClaim(ctx, t, b, a), 1, "run A of the job")

@@ -12,8 +12,8 @@ import (
 // testPreparedRace: every connection prepares every run, then the claimers
 // race on them as in Claim/Race: exactly one won per run.
 func (s *suite) testPreparedRace(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	s.raceSlots(ctx, t, b, s.connections(t, b), newJob("prepared"), s.storeNow(ctx, t, b), preparedAhead, "prepared runs")
+	ctx, b, now := s.begin(t)
+	s.raceSlots(ctx, t, b, s.connections(t, b), newJob("prepared"), now, preparedAhead, "prepared runs")
 }
 
 // testPreparedDuringRace: every connection prepares every run while the
@@ -21,17 +21,16 @@ func (s *suite) testPreparedRace(t *testing.T) {
 // another one claims already): a preparation never takes a run's place,
 // so exactly one claim won per run.
 func (s *suite) testPreparedDuringRace(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	s.raceSlots(ctx, t, b, s.connections(t, b), newJob("prepduring"), s.storeNow(ctx, t, b), preparedDuring, "runs prepared during the race")
+	ctx, b, now := s.begin(t)
+	s.raceSlots(ctx, t, b, s.connections(t, b), newJob("prepduring"), now, preparedDuring, "runs prepared during the race")
 }
 
 // testPreparedResent: a prepared claim re-sent with its token is won again;
 // another token loses; preparing a run again after its claim changes
 // nothing.
 func (s *suite) testPreparedResent(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	p := b.(claim.Preparer)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
+	p := as[claim.Preparer](t, b)
 	r := request(newJob("prepresent"), now.UnixMilli(), now)
 	if err := p.Prepare(ctx, r.Job, r.Slot); err != nil {
 		t.Fatal(err)

@@ -9,28 +9,14 @@ import (
 
 // The retention cases of backends that are claim.Pruner.
 
-func pruner(t *testing.T, b claim.Backend) claim.Pruner {
-	t.Helper()
-	p, ok := b.(claim.Pruner)
-	if !ok {
-		t.Fatalf("%T is not a claim.Pruner", b)
-	}
-	return p
-}
-
 func (s *suite) testPrune(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	p := pruner(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
+	p := as[claim.Pruner](t, b)
 	job := newJob("prune")
 	at := func(age time.Duration, fin bool) claim.Request {
 		r := request(job, now.Add(-age).UnixMilli(), now)
 		r.MaxLate, r.Overlap = 3*time.Hour, claim.OverlapAllow
-		wantWon(t, mustClaim(ctx, t, b, r), 1, "claim of a run "+age.String()+" old")
-		if fin {
-			finish(ctx, t, b, r, 1, succeeded(now))
-		}
-		return r
+		return claimRun(ctx, t, b, r, fin, "claim of a run "+age.String()+" old")
 	}
 	oldDone := at(2*time.Hour, true)
 	oldLive := at(2*time.Hour+time.Second, false) // still holds a live lease
@@ -60,13 +46,11 @@ func (s *suite) testPrune(t *testing.T) {
 }
 
 func (s *suite) testPrunedSlotIsLate(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	p := pruner(t, b)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
+	p := as[claim.Pruner](t, b)
 	r := request(newJob("pruned"), now.Add(-2*time.Hour).UnixMilli(), now)
 	r.MaxLate = 3 * time.Hour
-	wantWon(t, mustClaim(ctx, t, b, r), 1, "a claim of a 2h-old slot (maxLate 3h)")
-	finish(ctx, t, b, r, 1, succeeded(now))
+	claimRun(ctx, t, b, r, true, "a claim of a 2h-old slot (maxLate 3h)")
 	if _, err := p.Prune(ctx, time.Hour); err != nil {
 		t.Fatalf("prune: %v", err)
 	}

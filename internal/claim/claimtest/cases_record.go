@@ -13,15 +13,6 @@ import (
 // The cases of backends that are claim.Recorder: the outcome of a slot no
 // attempt ran is recorded once, is final, and is listed like a run.
 
-func recorder(t *testing.T, b claim.Backend) claim.Recorder {
-	t.Helper()
-	r, ok := b.(claim.Recorder)
-	if !ok {
-		t.Fatalf("%T is not a claim.Recorder", b)
-	}
-	return r
-}
-
 // note is a note of (job, slot) by a fresh instance.
 func note(job string, slot int64, st claim.Status, reason string) claim.Note {
 	return claim.Note{
@@ -32,7 +23,7 @@ func note(job string, slot int64, st claim.Status, reason string) claim.Note {
 
 func mustRecord(ctx context.Context, t *testing.T, b claim.Backend, n claim.Note, want bool, what string) {
 	t.Helper()
-	got, err := recorder(t, b).Record(ctx, n)
+	got, err := as[claim.Recorder](t, b).Record(ctx, n)
 	if err != nil {
 		t.Fatalf("%s: Record: %v", what, err)
 	}
@@ -41,19 +32,8 @@ func mustRecord(ctx context.Context, t *testing.T, b claim.Backend, n claim.Note
 	}
 }
 
-// listOf lists job's runs in the given states (none: all).
-func listOf(ctx context.Context, t *testing.T, b claim.Backend, job string, limit int, st ...claim.Status) []claim.Run {
-	t.Helper()
-	runs, err := b.ListRuns(ctx, claim.ListQuery{Job: job, Limit: limit, Statuses: st})
-	if err != nil {
-		t.Fatalf("ListRuns(%s, %v): %v", job, st, err)
-	}
-	return runs
-}
-
 func (s *suite) testRecordThenListed(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	job := newJob("noted")
 	n := note(job, now.Add(-time.Second).UnixMilli(), claim.StatusSkipped, "overlap")
 	n.HeldBy = now.Add(-2 * time.Second).UnixMilli()
@@ -74,14 +54,13 @@ func (s *suite) testRecordThenListed(t *testing.T) {
 		t.Fatalf("a note is final: got %s", got.Status)
 	}
 	bad := note(job, n.Slot+1000, claim.StatusRunning, "overlap")
-	if _, err := recorder(t, b).Record(ctx, bad); err == nil {
+	if _, err := as[claim.Recorder](t, b).Record(ctx, bad); err == nil {
 		t.Fatalf("Record of a note with status running: want an error, got none")
 	}
 }
 
 func (s *suite) testRecordedSlotIsFinal(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	job := newJob("final")
 	slot := now.Add(-time.Second).UnixMilli()
 	mustRecord(ctx, t, b, note(job, slot, claim.StatusMissed, "late"), true, "a note of a slot nobody claimed")
@@ -96,8 +75,7 @@ func (s *suite) testRecordedSlotIsFinal(t *testing.T) {
 }
 
 func (s *suite) testRecordKeepsTheRun(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	r := request(newJob("kept"), now.UnixMilli(), now)
 	wantWon(t, mustClaim(ctx, t, b, r), 1, "the claim before the note")
 	mustRecord(ctx, t, b, note(r.Job, r.Slot, claim.StatusSkipped, "overlap"), false, "a note of a claimed slot")
@@ -110,8 +88,7 @@ func (s *suite) testRecordKeepsTheRun(t *testing.T) {
 }
 
 func (s *suite) testRecordTwice(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	job := newJob("twice")
 	slot := now.Add(-time.Second).UnixMilli()
 	first := note(job, slot, claim.StatusMissed, "catch_up")
@@ -124,8 +101,7 @@ func (s *suite) testRecordTwice(t *testing.T) {
 }
 
 func (s *suite) testListSelectsStatuses(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	job := newJob("select")
 	base := now.Add(-time.Minute).UnixMilli()
 	// Slots 0, 2, 4 are runs; 1, 3, 5 are notes: the newest is a note.
@@ -137,8 +113,7 @@ func (s *suite) testListSelectsStatuses(t *testing.T) {
 		}
 		r := request(job, slot, now)
 		r.Overlap = claim.OverlapAllow
-		wantWon(t, mustClaim(ctx, t, b, r), 1, fmt.Sprintf("claim %d", i))
-		finish(ctx, t, b, r, 1, succeeded(now))
+		claimRun(ctx, t, b, r, true, fmt.Sprintf("claim %d", i))
 	}
 	slots := func(runs []claim.Run) []int64 {
 		out := make([]int64, len(runs))
@@ -162,8 +137,7 @@ func (s *suite) testListSelectsStatuses(t *testing.T) {
 // testRecordRace races claimers and recorders on the same slots: each slot
 // ends with one outcome, a won claim or one note.
 func (s *suite) testRecordRace(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	job := newJob("notrace")
 	const slots, racers = 20, 4
 	var won, wrote [slots]int
@@ -188,7 +162,7 @@ func (s *suite) testRecordRace(t *testing.T) {
 					mu.Unlock()
 					continue
 				}
-				ok, err := recorder(t, conn).Record(ctx, note(job, slot, claim.StatusMissed, "late"))
+				ok, err := as[claim.Recorder](t, conn).Record(ctx, note(job, slot, claim.StatusMissed, "late"))
 				if err != nil {
 					t.Errorf("note of slot %d: %v", k, err)
 					return
@@ -211,14 +185,13 @@ func (s *suite) testRecordRace(t *testing.T) {
 }
 
 func (s *suite) testPruneNotes(t *testing.T) {
-	ctx, b := s.ctx(t), s.h.New(t)
-	now := s.storeNow(ctx, t, b)
+	ctx, b, now := s.begin(t)
 	job := newJob("prunenote")
 	old := note(job, now.Add(-2*time.Hour).UnixMilli(), claim.StatusMissed, "late")
 	young := note(job, now.Add(-10*time.Minute).UnixMilli(), claim.StatusSkipped, "overlap")
 	mustRecord(ctx, t, b, old, true, "a 2h-old note")
 	mustRecord(ctx, t, b, young, true, "a 10m-old note")
-	if _, err := pruner(t, b).Prune(ctx, time.Hour); err != nil {
+	if _, err := as[claim.Pruner](t, b).Prune(ctx, time.Hour); err != nil {
 		t.Fatalf("prune older than 1h: %v", err)
 	}
 	runs := listOf(ctx, t, b, job, 0)

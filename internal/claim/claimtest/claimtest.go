@@ -55,6 +55,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -126,22 +127,19 @@ type Harness struct {
 }
 
 func (h Harness) withDefaults() Harness {
-	if h.Connections <= 0 {
-		h.Connections = 4
-	}
-	if h.ShortLease <= 0 {
-		h.ShortLease = 300 * time.Millisecond
-	}
-	if h.LeaseTolerance <= 0 {
-		h.LeaseTolerance = 10 * time.Millisecond
-	}
-	if h.ClockSkew <= 0 {
-		h.ClockSkew = 5 * time.Second
-	}
-	if h.ExpiryWait <= 0 {
-		h.ExpiryWait = 30 * time.Second
-	}
+	orDefault(&h.Connections, 4)
+	orDefault(&h.ShortLease, 300*time.Millisecond)
+	orDefault(&h.LeaseTolerance, 10*time.Millisecond)
+	orDefault(&h.ClockSkew, 5*time.Second)
+	orDefault(&h.ExpiryWait, 30*time.Second)
 	return h
+}
+
+// orDefault sets *p to d when *p is zero or less (an option left unset).
+func orDefault[T int | time.Duration](p *T, d T) {
+	if *p <= 0 {
+		*p = d
+	}
 }
 
 // Exercise runs the conformance suite against h's backend.
@@ -287,6 +285,13 @@ func (s *suite) ctx(t *testing.T) context.Context {
 	return ctx
 }
 
+// begin starts a case: its context, a fresh backend, and the store's time.
+func (s *suite) begin(t *testing.T) (context.Context, claim.Backend, time.Time) {
+	t.Helper()
+	ctx, b := s.ctx(t), s.h.New(t)
+	return ctx, b, s.storeNow(ctx, t, b)
+}
+
 // newJob returns a job name unique to the case, valid per
 // docs/spec.md#s6-config.
 func newJob(prefix string) string {
@@ -346,6 +351,27 @@ func mustClaim(ctx context.Context, t *testing.T, b claim.Backend, r claim.Reque
 	return res
 }
 
+// mustRead reads r's run and the store's time from a lease backend,
+// failing the case on error.
+func mustRead(ctx context.Context, t *testing.T, b claim.Backend, r claim.Request) (claim.Run, time.Time) {
+	t.Helper()
+	run, now, err := as[claim.Leaser](t, b).Read(ctx, r.Job, r.Slot)
+	if err != nil {
+		t.Fatalf("read %s@%d: %v", r.Job, r.Slot, err)
+	}
+	return run, now
+}
+
+// listOf lists job's runs in the given states (none: all).
+func listOf(ctx context.Context, t *testing.T, b claim.Backend, job string, limit int, st ...claim.Status) []claim.Run {
+	t.Helper()
+	runs, err := b.ListRuns(ctx, claim.ListQuery{Job: job, Limit: limit, Statuses: st})
+	if err != nil {
+		t.Fatalf("ListRuns(%s, %v): %v", job, st, err)
+	}
+	return runs
+}
+
 // wantWon fails unless res is won(attempt).
 func wantWon(t *testing.T, res claim.Result, attempt int, what string) {
 	t.Helper()
@@ -379,14 +405,27 @@ func wantNear(t *testing.T, got, want time.Time, tol time.Duration, what string)
 	}
 }
 
-// leaser returns b as a claim.Leaser (the lease cases run only on those).
-func leaser(t *testing.T, b claim.Backend) claim.Leaser {
+// as returns b as the capability T (claim.Leaser, claim.Recorder, ...),
+// or fails the case: the cases of a capability run only on its backends.
+func as[T any](t *testing.T, b claim.Backend) T {
 	t.Helper()
-	l, ok := b.(claim.Leaser)
+	x, ok := b.(T)
 	if !ok {
-		t.Fatalf("%T is not a claim.Leaser", b)
+		t.Fatalf("%T is not a %v", b, reflect.TypeFor[T]())
 	}
-	return l
+	return x
+}
+
+// has reports whether probe is a T; when the harness documents its backend
+// as one (Harness.Controller, Harness.Registry) and it is not, it fails t.
+func has[T any](t *testing.T, probe claim.Backend, documented bool) bool {
+	t.Helper()
+	_, ok := probe.(T)
+	if !ok && documented {
+		typ := reflect.TypeFor[T]()
+		t.Errorf("Harness.%s is set, but %T is not a %v", typ.Name(), probe, typ)
+	}
+	return ok
 }
 
 // awaitExpired waits until the store says the lease of (job, slot) has
@@ -394,7 +433,7 @@ func leaser(t *testing.T, b claim.Backend) claim.Leaser {
 // Harness.Advance it moves the store clock instead of waiting.
 func (s *suite) awaitExpired(ctx context.Context, t *testing.T, b claim.Backend, job string, slot int64) time.Time {
 	t.Helper()
-	l := leaser(t, b)
+	l := as[claim.Leaser](t, b)
 	run, now, err := l.Read(ctx, job, slot)
 	if err != nil {
 		t.Fatalf("read %s@%d while waiting for its lease to expire: %v", job, slot, err)
@@ -435,6 +474,23 @@ func (s *suite) connections(t *testing.T, b claim.Backend) []claim.Backend {
 		}
 	}
 	return conns
+}
+
+// racers is how many claimers race for the same runs.
+const racers = 16
+
+// plansOf gives each of n claimers, with a token of its own and the
+// instance name prefix-i, the claims reqs in order.
+func plansOf(n int, prefix string, reqs []claim.Request) [][]claim.Request {
+	plans := make([][]claim.Request, n)
+	for g := range plans {
+		tok, inst := claim.NewToken(), fmt.Sprintf("%s-%d", prefix, g)
+		for _, r := range reqs {
+			r.Token, r.Instance = tok, inst
+			plans[g] = append(plans[g], r)
+		}
+	}
+	return plans
 }
 
 // attempt is one claim made in a race and its answer.

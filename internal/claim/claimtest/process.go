@@ -94,21 +94,13 @@ type processResult struct {
 // ended in an error, and every child exited cleanly.
 func ProcessRace(t *testing.T, o ProcessOptions) {
 	t.Helper()
-	if o.Processes <= 0 {
-		o.Processes = 3
-	}
-	if o.Goroutines <= 0 {
-		o.Goroutines = 4
-	}
-	if o.Slots <= 0 {
-		o.Slots = 100
-	}
+	orDefault(&o.Processes, 3)
+	orDefault(&o.Goroutines, 4)
+	orDefault(&o.Slots, 100)
 	if o.HelperTest == "" {
 		o.HelperTest = "TestHelperProcess"
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 2 * time.Minute
-	}
+	orDefault(&o.Timeout, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), o.Timeout)
 	defer cancel()
 
