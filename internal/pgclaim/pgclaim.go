@@ -141,13 +141,7 @@ type Backend struct {
 	sql     queries
 }
 
-var (
-	_ claim.Backend  = (*Backend)(nil)
-	_ claim.Leaser   = (*Backend)(nil)
-	_ claim.Pruner   = (*Backend)(nil)
-	_ claim.Batcher  = (*Backend)(nil)
-	_ claim.Recorder = (*Backend)(nil)
-)
+var _ claim.LeaseStore = (*Backend)(nil)
 
 // names are the quoted, qualified names of one table's objects.
 type names struct {

@@ -81,13 +81,7 @@ type Backend struct {
 	wlock chan struct{}
 }
 
-var (
-	_ claim.Backend  = (*Backend)(nil)
-	_ claim.Leaser   = (*Backend)(nil)
-	_ claim.Pruner   = (*Backend)(nil)
-	_ claim.Batcher  = (*Backend)(nil)
-	_ claim.Recorder = (*Backend)(nil)
-)
+var _ claim.LeaseStore = (*Backend)(nil)
 
 // nowMs is the store's clock in integer milliseconds since the Unix epoch.
 // unixepoch('subsec') needs SQLite 3.42; mattn/go-sqlite3 v1.14.53 bundles
