@@ -56,20 +56,8 @@ const (
 
 // Controls returns every control record of the file.
 func (b *Backend) Controls(ctx context.Context) ([]claim.Control, error) {
-	rows, err := b.db.QueryContext(ctx, listControlSQL)
+	out, err := queryAll(ctx, b.db, scanControl, listControlSQL)
 	if err != nil {
-		return nil, fmt.Errorf("read control records: %w", err)
-	}
-	defer rows.Close()
-	var out []claim.Control
-	for rows.Next() {
-		c, err := scanControl(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read control records: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read control records: %w", err)
 	}
 	return out, nil
@@ -104,9 +92,6 @@ func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion i
 	}
 	return got, nil
 }
-
-// scanner is *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
 
 // scanControl reads the columns of controlColumns.
 func scanControl(s scanner) (claim.Control, error) {

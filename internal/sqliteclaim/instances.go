@@ -82,23 +82,10 @@ func (b *Backend) Beat(ctx context.Context, inst claim.Instance, ttl time.Durati
 // Instances returns every record within its retention, and the store's
 // time.
 func (b *Backend) Instances(ctx context.Context) ([]claim.Instance, time.Time, error) {
-	rows, err := b.db.QueryContext(ctx, listInstancesSQL)
+	var now int64
+	out, err := queryAll(ctx, b.db, func(s scanner) (claim.Instance, error) { return scanInstance(s, &now) },
+		listInstancesSQL)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("read instance records: %w", err)
-	}
-	defer rows.Close()
-	var (
-		out []claim.Instance
-		now int64
-	)
-	for rows.Next() {
-		i, err := scanInstance(rows, &now)
-		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("read instance records: %w", err)
-		}
-		out = append(out, i)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, time.Time{}, fmt.Errorf("read instance records: %w", err)
 	}
 	if len(out) == 0 {

@@ -659,11 +659,11 @@ func (b *Backend) fencedWrite(ctx context.Context, f claim.Fence, ev claim.Event
 	return nil
 }
 
-// rowScanner is *sql.Rows or *sql.Row.
-type rowScanner interface{ Scan(dest ...any) error }
+// scanner is *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
 
 // scanRun reads the columns of runColumns.
-func scanRun(s rowScanner) (claim.Run, error) {
+func scanRun(s scanner) (claim.Run, error) {
 	var (
 		r                   claim.Run
 		status, token       string
@@ -725,21 +725,30 @@ func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 		limit = defaultListLimit
 	}
 	query, args := listSQL(q, limit)
-	rows, err := b.db.QueryContext(ctx, query, args...)
+	out, err := queryAll(ctx, b.db, scanRun, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
+	return out, nil
+}
+
+// queryAll runs query and reads each row it returns with scan.
+func queryAll[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
-	var out []claim.Run
+	var out []T
 	for rows.Next() {
-		r, err := scanRun(rows)
+		v, err := scan(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list runs: %w", err)
+			return nil, err
 		}
-		out = append(out, r)
+		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+		return nil, err
 	}
 	return out, nil
 }
