@@ -58,6 +58,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/secret"
+	"github.com/anarchon/anarchon/internal/sqlclaim"
 )
 
 // DefaultTable is the runs table when Options.Table is empty.
@@ -558,34 +559,13 @@ func (b *Backend) result(req claim.Request, r claimRow) claim.Result {
 // readRun returns the run (nil when there is none) and store now.
 func (b *Backend) readRun(ctx context.Context, job string, slot int64) (*claim.Run, time.Time, error) {
 	var (
-		now                                         int64
-		rjob, status, instance, token, tail, reason *string
-		rslot, started, finished, until, heldBy     *int64
-		attempt, exitCode                           *int32
+		now int64
+		row sqlclaim.RunRow
 	)
-	err := b.pool.QueryRow(ctx, b.sql.selectRun, job, slot).Scan(&now, &rjob, &rslot, &status, &attempt,
-		&instance, &token, &started, &finished, &until, &exitCode, &tail, &reason, &heldBy)
-	if err != nil {
+	if err := b.pool.QueryRow(ctx, b.sql.selectRun, job, slot).Scan(row.Dest(&now)...); err != nil {
 		return nil, time.Time{}, err
 	}
-	if status == nil {
-		return nil, fromMs(now), nil
-	}
-	r := &claim.Run{
-		Job: job, Slot: slot, Status: claim.Status(*status), Attempt: int(*attempt),
-		Instance: *instance, Token: claim.Token(*token),
-		StartedAt: fromMs(*started), LeaseUntil: fromMs(*until), OutputTail: *tail,
-		Reason: *reason, HeldBy: *heldBy,
-	}
-	if finished != nil {
-		r.FinishedAt = fromMs(*finished)
-	}
-	if exitCode != nil {
-		c := int(*exitCode)
-		r.ExitCode = &c
-	}
-	noteTimes(r)
-	return r, fromMs(now), nil
+	return row.Run(), fromMs(now), nil
 }
 
 // Read is the cheap read of a run: one plain SELECT, no lock. It returns
@@ -730,37 +710,11 @@ func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 
 // scanRun reads the columns of runColumns.
 func scanRun(row pgx.CollectableRow) (claim.Run, error) {
-	var (
-		r                   claim.Run
-		status, token       string
-		attempt             int32
-		started, leaseUntil int64
-		finished            *int64
-		exitCode            *int32
-	)
-	if err := row.Scan(&r.Job, &r.Slot, &status, &attempt, &r.Instance, &token,
-		&started, &finished, &leaseUntil, &exitCode, &r.OutputTail, &r.Reason, &r.HeldBy); err != nil {
+	var w sqlclaim.RunRow
+	if err := row.Scan(w.Dest()...); err != nil {
 		return claim.Run{}, err
 	}
-	r.Status, r.Token, r.Attempt = claim.Status(status), claim.Token(token), int(attempt)
-	r.StartedAt, r.LeaseUntil = fromMs(started), fromMs(leaseUntil)
-	if finished != nil {
-		r.FinishedAt = fromMs(*finished)
-	}
-	if exitCode != nil {
-		c := int(*exitCode)
-		r.ExitCode = &c
-	}
-	noteTimes(&r)
-	return r, nil
-}
-
-// noteTimes gives a note the zero start and lease of a slot no attempt
-// ran (the row holds 0 in those NOT NULL columns).
-func noteTimes(r *claim.Run) {
-	if r.Status.Noted() {
-		r.StartedAt, r.LeaseUntil = time.Time{}, time.Time{}
-	}
+	return *w.Run(), nil
 }
 
 // Record stores n as the run (n.Job, n.Slot), finished at store now, unless
