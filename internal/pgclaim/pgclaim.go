@@ -572,13 +572,7 @@ func (b *Backend) readRun(ctx context.Context, job string, slot int64) (*claim.R
 // store now also with claim.ErrNotFound.
 func (b *Backend) Read(ctx context.Context, job string, slot int64) (claim.Run, time.Time, error) {
 	r, now, err := b.readRun(ctx, job, slot)
-	switch {
-	case err != nil:
-		return claim.Run{}, time.Time{}, b.wrap(fmt.Errorf("read %s@%d: %w", job, slot, err))
-	case r == nil:
-		return claim.Run{}, now, fmt.Errorf("read %s@%d: %w", job, slot, claim.ErrNotFound)
-	}
-	return *r, now, nil
+	return sqlclaim.ReadAnswer(job, slot, r, now, err, b.wrap)
 }
 
 // Renew extends f's lease to store now + lease, only while f's token owns
@@ -701,20 +695,16 @@ func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 	if err != nil {
 		return nil, b.wrap(fmt.Errorf("list runs: %w", err))
 	}
-	out, err := pgx.CollectRows(rows, scanRun)
+	out, err := pgx.CollectRows(rows, rowTo(sqlclaim.ScanRun))
 	if err != nil {
 		return nil, b.wrap(fmt.Errorf("list runs: %w", err))
 	}
 	return out, nil
 }
 
-// scanRun reads the columns of runColumns.
-func scanRun(row pgx.CollectableRow) (claim.Run, error) {
-	var w sqlclaim.RunRow
-	if err := row.Scan(w.Dest()...); err != nil {
-		return claim.Run{}, err
-	}
-	return *w.Run(), nil
+// rowTo adapts a reader of rows to pgx's collecting functions.
+func rowTo[T any](scan func(sqlclaim.Scanner) (T, error)) pgx.RowToFunc[T] {
+	return func(row pgx.CollectableRow) (T, error) { return scan(row) }
 }
 
 // Record stores n as the run (n.Job, n.Slot), finished at store now, unless

@@ -520,13 +520,7 @@ func (b *Backend) readRun(ctx context.Context, q querier, job string, slot int64
 // returns store now also with claim.ErrNotFound.
 func (b *Backend) Read(ctx context.Context, job string, slot int64) (claim.Run, time.Time, error) {
 	r, now, err := b.readRun(ctx, b.db, job, slot)
-	switch {
-	case err != nil:
-		return claim.Run{}, time.Time{}, fmt.Errorf("read %s@%d: %w", job, slot, err)
-	case r == nil:
-		return claim.Run{}, now, fmt.Errorf("read %s@%d: %w", job, slot, claim.ErrNotFound)
-	}
-	return *r, now, nil
+	return sqlclaim.ReadAnswer(job, slot, r, now, err, nil)
 }
 
 // Renew extends f's lease to store now + lease, only while f's token owns
@@ -639,18 +633,6 @@ func (b *Backend) fencedWrite(ctx context.Context, f claim.Fence, ev claim.Event
 	return nil
 }
 
-// scanner is *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
-
-// scanRun reads the columns of runColumns.
-func scanRun(s scanner) (claim.Run, error) {
-	var w sqlclaim.RunRow
-	if err := s.Scan(w.Dest()...); err != nil {
-		return claim.Run{}, err
-	}
-	return *w.Run(), nil
-}
-
 // listSQL is the query and arguments of ListRuns for q, with limit.
 func listSQL(q claim.ListQuery, limit int) (string, []any) {
 	var where []string
@@ -681,7 +663,7 @@ func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 		limit = defaultListLimit
 	}
 	query, args := listSQL(q, limit)
-	out, err := queryAll(ctx, b.db, scanRun, query, args...)
+	out, err := queryAll(ctx, b.db, sqlclaim.ScanRun, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
@@ -689,7 +671,7 @@ func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 }
 
 // queryAll runs query and reads each row it returns with scan.
-func queryAll[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+func queryAll[T any](ctx context.Context, db *sql.DB, scan func(sqlclaim.Scanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
