@@ -23,6 +23,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/claim/claimtest"
+	"github.com/anarchon/anarchon/internal/sqlclaim"
 )
 
 // SQL of the multi-statement claim.
@@ -69,7 +70,7 @@ func (b *Backend) claimTx(ctx context.Context, req claim.Request) (claim.Result,
 			return err
 		}
 		rows, _ := tx.Query(ctx, n.expand(multiSelectForUpdateSQL), req.Job, req.Slot)
-		run, err := pgx.CollectExactlyOneRow(rows, scanRun)
+		run, err := pgx.CollectExactlyOneRow(rows, rowTo(sqlclaim.ScanRun))
 		var cur *claim.Run
 		switch {
 		case err == nil:

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/sqlclaim"
 )
 
 // The jobs' control records (docs/spec.md#s6-control): the table
@@ -42,21 +43,19 @@ const controlV7 = `	ALTER TABLE {{control}} ADD COLUMN triggers text NOT NULL DE
 
 // SQL of the control records.
 const (
-	controlColumns = `job, version, paused, until_ms, reason, set_by, set_at, triggers`
-
-	listControlSQL = `SELECT ` + controlColumns + ` FROM {{control}}`
+	listControlSQL = `SELECT ` + sqlclaim.ControlColumns + ` FROM {{control}}`
 
 	// insertControlSQL writes a job's first record.
-	insertControlSQL = `INSERT INTO {{control}} AS c (` + controlColumns + `)
+	insertControlSQL = `INSERT INTO {{control}} AS c (` + sqlclaim.ControlColumns + `)
 		VALUES ($1, 1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (job) DO NOTHING
-		RETURNING ` + controlColumns
+		RETURNING ` + sqlclaim.ControlColumns
 
 	// updateControlSQL writes a record over the one at version $8.
 	updateControlSQL = `UPDATE {{control}} AS c SET version = c.version + 1, paused = $2, until_ms = $3,
 		reason = $4, set_by = $5, set_at = $6, triggers = $7
 		WHERE c.job = $1 AND c.version = $8
-		RETURNING ` + controlColumns
+		RETURNING ` + sqlclaim.ControlColumns
 )
 
 // Controls returns every control record of the table.
@@ -65,7 +64,7 @@ func (b *Backend) Controls(ctx context.Context) ([]claim.Control, error) {
 	if err != nil {
 		return nil, b.wrap(fmt.Errorf("read control records: %w", err))
 	}
-	out, err := pgx.CollectRows(rows, scanControl)
+	out, err := pgx.CollectRows(rows, rowTo(sqlclaim.ScanControl))
 	if err != nil {
 		return nil, b.wrap(fmt.Errorf("read control records: %w", err))
 	}
@@ -90,7 +89,7 @@ func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion i
 	if err != nil {
 		return claim.Control{}, b.wrap(fmt.Errorf("set control of %s: %w", c.Job, err))
 	}
-	got, err := pgx.CollectExactlyOneRow(rows, scanControl)
+	got, err := pgx.CollectExactlyOneRow(rows, rowTo(sqlclaim.ScanControl))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return claim.Control{}, fmt.Errorf("set control of %s at version %d: %w", c.Job, prevVersion, claim.ErrConflict)
@@ -98,18 +97,4 @@ func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion i
 		return claim.Control{}, b.wrap(fmt.Errorf("set control of %s: %w", c.Job, err))
 	}
 	return got, nil
-}
-
-// scanControl reads the columns of controlColumns.
-func scanControl(row pgx.CollectableRow) (claim.Control, error) {
-	var (
-		c    claim.Control
-		trig string
-	)
-	if err := row.Scan(&c.Job, &c.Version, &c.Paused, &c.Until, &c.Reason, &c.By, &c.At, &trig); err != nil {
-		return c, err
-	}
-	var err error
-	c.Triggers, err = claim.DecodeTriggers(trig)
-	return c, err
 }

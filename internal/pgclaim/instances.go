@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/sqlclaim"
 )
 
 // The instances' heartbeat records (docs/spec.md#s6-cluster): the table
@@ -39,25 +40,18 @@ const instancesV9 = `	CREATE TABLE {{instances}} (
 
 // SQL of the instance records.
 const (
-	instanceColumns = `name, host, pid, version, tags, started_at, last_seen, expires_at, retain_ms, skew_ms, jobs, jobs_hash`
-
 	listInstancesSQL = `WITH now AS (SELECT {{now}} AS ms)
-		SELECT ` + instanceColumns + `, now.ms FROM now LEFT JOIN {{instances}} ON expires_at + retain_ms > now.ms`
+		SELECT ` + sqlclaim.InstanceColumns + `, now.ms FROM now LEFT JOIN {{instances}} ON expires_at + retain_ms > now.ms`
 
 	// beatSQL: $7 is the ttl in ms, $9 the instance's clock at the beat
 	// (0: unknown, no skew).
 	beatSQL = `WITH now AS (SELECT {{now}} AS ms),
 		pruned AS (DELETE FROM {{instances}} AS i USING now
 			WHERE i.expires_at + i.retain_ms <= now.ms AND i.name <> $1)
-		INSERT INTO {{instances}} AS i (` + instanceColumns + `)
+		INSERT INTO {{instances}} AS i (` + sqlclaim.InstanceColumns + `)
 		SELECT $1, $2, $3, $4, $5, $6, now.ms, now.ms + $7, $8,
 			CASE WHEN $9::bigint = 0 THEN 0 ELSE $9::bigint - now.ms END, $10, $11 FROM now
-		ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-			version = excluded.version, tags = excluded.tags, started_at = excluded.started_at,
-			last_seen = excluded.last_seen, expires_at = excluded.expires_at,
-			retain_ms = excluded.retain_ms, skew_ms = excluded.skew_ms,
-			jobs = excluded.jobs, jobs_hash = excluded.jobs_hash
-		RETURNING ` + instanceColumns
+		` + sqlclaim.UpsertInstance
 )
 
 // Beat prunes the other records past their retention and writes inst's,
@@ -125,7 +119,7 @@ func (b *Backend) Instances(ctx context.Context) ([]claim.Instance, time.Time, e
 	return out, time.UnixMilli(now).UTC(), nil
 }
 
-// scanInstance reads the columns of instanceColumns, then extra.
+// scanInstance reads the columns of sqlclaim.InstanceColumns, then extra.
 func scanInstance(row pgx.Row, extra ...any) (claim.Instance, error) {
 	var (
 		i                                    claim.Instance

@@ -58,6 +58,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/secret"
+	"github.com/anarchon/anarchon/internal/sqlclaim"
 )
 
 // DefaultTable is the runs table when Options.Table is empty.
@@ -141,13 +142,7 @@ type Backend struct {
 	sql     queries
 }
 
-var (
-	_ claim.Backend  = (*Backend)(nil)
-	_ claim.Leaser   = (*Backend)(nil)
-	_ claim.Pruner   = (*Backend)(nil)
-	_ claim.Batcher  = (*Backend)(nil)
-	_ claim.Recorder = (*Backend)(nil)
-)
+var _ claim.LeaseStore = (*Backend)(nil)
 
 // names are the quoted, qualified names of one table's objects.
 type names struct {
@@ -564,47 +559,20 @@ func (b *Backend) result(req claim.Request, r claimRow) claim.Result {
 // readRun returns the run (nil when there is none) and store now.
 func (b *Backend) readRun(ctx context.Context, job string, slot int64) (*claim.Run, time.Time, error) {
 	var (
-		now                                         int64
-		rjob, status, instance, token, tail, reason *string
-		rslot, started, finished, until, heldBy     *int64
-		attempt, exitCode                           *int32
+		now int64
+		row sqlclaim.RunRow
 	)
-	err := b.pool.QueryRow(ctx, b.sql.selectRun, job, slot).Scan(&now, &rjob, &rslot, &status, &attempt,
-		&instance, &token, &started, &finished, &until, &exitCode, &tail, &reason, &heldBy)
-	if err != nil {
+	if err := b.pool.QueryRow(ctx, b.sql.selectRun, job, slot).Scan(row.Dest(&now)...); err != nil {
 		return nil, time.Time{}, err
 	}
-	if status == nil {
-		return nil, fromMs(now), nil
-	}
-	r := &claim.Run{
-		Job: job, Slot: slot, Status: claim.Status(*status), Attempt: int(*attempt),
-		Instance: *instance, Token: claim.Token(*token),
-		StartedAt: fromMs(*started), LeaseUntil: fromMs(*until), OutputTail: *tail,
-		Reason: *reason, HeldBy: *heldBy,
-	}
-	if finished != nil {
-		r.FinishedAt = fromMs(*finished)
-	}
-	if exitCode != nil {
-		c := int(*exitCode)
-		r.ExitCode = &c
-	}
-	noteTimes(r)
-	return r, fromMs(now), nil
+	return row.Run(), fromMs(now), nil
 }
 
 // Read is the cheap read of a run: one plain SELECT, no lock. It returns
 // store now also with claim.ErrNotFound.
 func (b *Backend) Read(ctx context.Context, job string, slot int64) (claim.Run, time.Time, error) {
 	r, now, err := b.readRun(ctx, job, slot)
-	switch {
-	case err != nil:
-		return claim.Run{}, time.Time{}, b.wrap(fmt.Errorf("read %s@%d: %w", job, slot, err))
-	case r == nil:
-		return claim.Run{}, now, fmt.Errorf("read %s@%d: %w", job, slot, claim.ErrNotFound)
-	}
-	return *r, now, nil
+	return sqlclaim.ReadAnswer(job, slot, r, now, err, b.wrap)
 }
 
 // Renew extends f's lease to store now + lease, only while f's token owns
@@ -727,46 +695,16 @@ func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 	if err != nil {
 		return nil, b.wrap(fmt.Errorf("list runs: %w", err))
 	}
-	out, err := pgx.CollectRows(rows, scanRun)
+	out, err := pgx.CollectRows(rows, rowTo(sqlclaim.ScanRun))
 	if err != nil {
 		return nil, b.wrap(fmt.Errorf("list runs: %w", err))
 	}
 	return out, nil
 }
 
-// scanRun reads the columns of runColumns.
-func scanRun(row pgx.CollectableRow) (claim.Run, error) {
-	var (
-		r                   claim.Run
-		status, token       string
-		attempt             int32
-		started, leaseUntil int64
-		finished            *int64
-		exitCode            *int32
-	)
-	if err := row.Scan(&r.Job, &r.Slot, &status, &attempt, &r.Instance, &token,
-		&started, &finished, &leaseUntil, &exitCode, &r.OutputTail, &r.Reason, &r.HeldBy); err != nil {
-		return claim.Run{}, err
-	}
-	r.Status, r.Token, r.Attempt = claim.Status(status), claim.Token(token), int(attempt)
-	r.StartedAt, r.LeaseUntil = fromMs(started), fromMs(leaseUntil)
-	if finished != nil {
-		r.FinishedAt = fromMs(*finished)
-	}
-	if exitCode != nil {
-		c := int(*exitCode)
-		r.ExitCode = &c
-	}
-	noteTimes(&r)
-	return r, nil
-}
-
-// noteTimes gives a note the zero start and lease of a slot no attempt
-// ran (the row holds 0 in those NOT NULL columns).
-func noteTimes(r *claim.Run) {
-	if r.Status.Noted() {
-		r.StartedAt, r.LeaseUntil = time.Time{}, time.Time{}
-	}
+// rowTo adapts a reader of rows to pgx's collecting functions.
+func rowTo[T any](scan func(sqlclaim.Scanner) (T, error)) pgx.RowToFunc[T] {
+	return func(row pgx.CollectableRow) (T, error) { return scan(row) }
 }
 
 // Record stores n as the run (n.Job, n.Slot), finished at store now, unless

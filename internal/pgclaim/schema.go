@@ -6,7 +6,9 @@ import "strings"
 // table. Migration i (0-based) brings the table to version i+1; the versions
 // applied are recorded in <table>_schema. Never edit a released migration:
 // append a new one (a changed claim function is a new migration with
-// CREATE OR REPLACE FUNCTION).
+// CREATE OR REPLACE FUNCTION). The versions of the claim function share
+// their unchanged parts as constants, or derive one from another; the text
+// of each released migration is pinned by TestMigrationsReleased.
 //
 // The SQL is written with placeholders that names.expand replaces with the
 // quoted, schema-qualified names of one table (see names):
@@ -30,282 +32,14 @@ import "strings"
 var migrations = []string{
 	// 1: runs, the job lock rows, history, their indexes, and the claim
 	// function.
-	`CREATE TABLE {{runs}} (
-		job         text    NOT NULL,
-		slot        bigint  NOT NULL,            -- ms since the Unix epoch
-		status      text    NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'timeout', 'interrupted')),
-		attempt     integer NOT NULL CHECK (attempt >= 1),
-		instance    text    NOT NULL,
-		token       text    NOT NULL,
-		started_at  bigint  NOT NULL,            -- store time the current attempt was granted
-		finished_at bigint,                      -- store time; NULL while running
-		lease_until bigint  NOT NULL,            -- store time
-		exit_code   integer,                     -- NULL while running or when interrupted
-		output_tail text    NOT NULL DEFAULT '',
-		PRIMARY KEY (job, slot)
-	) WITH (fillfactor = 90);
-	-- The overlap rule's question, "is another run of this job live?", reads
-	-- only running runs of one job. lease_until is deliberately not indexed:
-	-- a renewal then changes no indexed column, so it is a HOT update (the
-	-- fillfactor leaves room on the page) and heartbeats add no index entries.
-	CREATE INDEX {{live}} ON {{runs}} (job) WHERE status = 'running';
-	-- status over every job (newest slot first) and Prune (slot < cutoff).
-	CREATE INDEX {{slotidx}} ON {{runs}} (slot, job);
-
-	-- One row per job, upserted by every claim transaction that may write:
-	-- its row lock, held to COMMIT, serialises the claims of one job.
-	CREATE TABLE {{jobs}} (
-		job text PRIMARY KEY
-	);
-
-	CREATE TABLE {{history}} (
-		id       bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-		job      text    NOT NULL,
-		slot     bigint  NOT NULL,
-		attempt  integer NOT NULL,
-		token    text    NOT NULL,
-		instance text    NOT NULL,
-		event    text    NOT NULL,               -- claimed | takeover | interrupted | finished | released
-		at       bigint  NOT NULL                -- store time
-	);
-	CREATE INDEX {{histidx}} ON {{history}} (job, slot);
-
-	-- The decision table of docs/spec.md#s3-1, the same as claim.Decide, in
-	-- one call: the whole claim is one round trip (SELECT * FROM claim(...),
-	-- run by PostgreSQL in an implicit transaction).
-	--
-	-- VOLATILE matters: each statement of a VOLATILE function takes a fresh
-	-- snapshot (under READ COMMITTED, which the backend sets on its
-	-- sessions), so a claim that waited on the job's lock row reads what the
-	-- claim before it committed.
-	CREATE FUNCTION {{claim}}(
-		p_job text, p_slot bigint, p_token text, p_instance text,
-		p_max_late_ms bigint, p_lease_ms bigint, p_max_attempts integer, p_overlap_skip boolean,
-		OUT outcome text, OUT attempt integer, OUT store_now bigint, OUT lease_until bigint)
-	LANGUAGE plpgsql VOLATILE AS $claim$
-	#variable_conflict use_column
-	DECLARE
-		cur        {{runs}}%ROWTYPE;
-		found_run  boolean;
-		now_ms     bigint;
-		other_live boolean := false;
-	BEGIN
-		-- 1. The job's lock row. ON CONFLICT DO UPDATE locks the existing
-		-- row until COMMIT (a no-op update of an unchanged key is HOT): a
-		-- second claim of the job waits here and then sees the first's row.
-		INSERT INTO {{jobs}} AS j (job) VALUES (p_job)
-			ON CONFLICT (job) DO UPDATE SET job = excluded.job;
-
-		-- 2. The run, locked against a concurrent renew, finish or release.
-		SELECT * INTO cur FROM {{runs}} AS r WHERE r.job = p_job AND r.slot = p_slot FOR UPDATE;
-		found_run := FOUND;
-
-		-- 3. Store now, read once the locks are held: clock_timestamp(), not
-		-- now(), which is the transaction's start and may be stale after the
-		-- wait for the lock.
-		now_ms := {{now}};
-		store_now := now_ms;
-		attempt := 0;
-
-		IF NOT found_run THEN
-			IF now_ms - p_slot > p_max_late_ms THEN
-				outcome := 'late';
-				RETURN;
-			END IF;
-			IF p_overlap_skip AND EXISTS (SELECT 1 FROM {{runs}} AS o
-					WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot) THEN
-				outcome := 'overlap';
-				RETURN;
-			END IF;
-			INSERT INTO {{runs}} (job, slot, status, attempt, instance, token,
-					started_at, finished_at, lease_until, exit_code, output_tail)
-				VALUES (p_job, p_slot, 'running', 1, p_instance, p_token,
-					now_ms, NULL, now_ms + p_lease_ms, NULL, '');
-			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
-				VALUES (p_job, p_slot, 1, p_token, p_instance, 'claimed', now_ms);
-			outcome := 'won';
-			attempt := 1;
-			lease_until := now_ms + p_lease_ms;
-			RETURN;
-		END IF;
-
-		-- My own claim, re-sent: won, whatever the lease says.
-		IF cur.status = 'running' AND cur.token = p_token THEN
-			outcome := 'won';
-			attempt := cur.attempt;
-			lease_until := cur.lease_until;
-			RETURN;
-		END IF;
-
-		IF cur.status <> 'running' THEN
-			outcome := 'done';
-			RETURN;
-		END IF;
-
-		IF cur.lease_until >= now_ms THEN
-			outcome := 'running';
-			attempt := cur.attempt;
-			lease_until := cur.lease_until;
-			RETURN;
-		END IF;
-
-		-- The lease expired. Overlap also guards takeovers.
-		IF p_overlap_skip THEN
-			other_live := EXISTS (SELECT 1 FROM {{runs}} AS o
-				WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot);
-		END IF;
-		IF cur.attempt >= p_max_attempts OR other_live THEN
-			UPDATE {{runs}} AS r SET status = 'interrupted', finished_at = now_ms
-				WHERE r.job = p_job AND r.slot = p_slot;
-			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
-				VALUES (p_job, p_slot, cur.attempt, cur.token, cur.instance, 'interrupted', now_ms);
-			outcome := 'done';
-			attempt := cur.attempt;
-			RETURN;
-		END IF;
-
-		UPDATE {{runs}} AS r SET status = 'running', attempt = cur.attempt + 1,
-				instance = p_instance, token = p_token, started_at = now_ms, finished_at = NULL,
-				lease_until = now_ms + p_lease_ms, exit_code = NULL, output_tail = ''
-			WHERE r.job = p_job AND r.slot = p_slot;
-		INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
-			VALUES (p_job, p_slot, cur.attempt + 1, p_token, p_instance, 'takeover', now_ms);
-		outcome := 'won';
-		attempt := cur.attempt + 1;
-		lease_until := now_ms + p_lease_ms;
-	END
-	$claim$;`,
+	tablesV1 + claimV1,
 	// 2: the claim answers from a plain read when the run is not contested
 	// (the read before the transaction moves into the function: every claim
 	// is one round trip), and the job's lock is an advisory lock, which
 	// writes nothing, instead of an upsert of its {{jobs}} row. The table
 	// stays, unused, so that instances of version 1 still running during an
 	// upgrade keep working; they call this function too, by name.
-	`	CREATE OR REPLACE FUNCTION {{claim}}(
-		p_job text, p_slot bigint, p_token text, p_instance text,
-		p_max_late_ms bigint, p_lease_ms bigint, p_max_attempts integer, p_overlap_skip boolean,
-		OUT outcome text, OUT attempt integer, OUT store_now bigint, OUT lease_until bigint)
-	LANGUAGE plpgsql VOLATILE AS $claim$
-	#variable_conflict use_column
-	DECLARE
-		cur        {{runs}}%ROWTYPE;
-		found_run  boolean;
-		now_ms     bigint;
-		other_live boolean := false;
-	BEGIN
-		-- 0. The read before the lock (docs/spec.md#s3-1): a run that is
-		-- finished, held under a live lease, or my own re-sent claim is
-		-- answered from a plain read, with no lock taken and nothing written,
-		-- so its commit waits for no WAL flush. Only a claim that may write
-		-- goes on.
-		SELECT * INTO cur FROM {{runs}} AS r WHERE r.job = p_job AND r.slot = p_slot;
-		IF FOUND THEN
-			now_ms := {{now}};
-			store_now := now_ms;
-			attempt := cur.attempt;
-			IF cur.status = 'running' AND cur.token = p_token THEN
-				outcome := 'won';
-				lease_until := cur.lease_until;
-				RETURN;
-			ELSIF cur.status <> 'running' THEN
-				outcome := 'done';
-				attempt := 0;
-				RETURN;
-			ELSIF cur.lease_until >= now_ms THEN
-				outcome := 'running';
-				lease_until := cur.lease_until;
-				RETURN;
-			END IF;
-		END IF;
-
-		-- 1. The job's lock: a transaction-scoped advisory lock on (this
-		-- table's jobs table, the job's hash), held until COMMIT. A second
-		-- claim of the job waits here and then sees the first's run. Unlike
-		-- the row lock of version 1 (an upsert of the job's row in
-		-- {{jobs}}), it writes nothing: a claim that waited and then finds
-		-- the run taken commits without a WAL flush. Two jobs whose names
-		-- hash alike merely share a lock.
-		PERFORM pg_advisory_xact_lock('{{jobs}}'::regclass::oid::integer, hashtext(p_job));
-
-		-- 2. The run, locked against a concurrent renew, finish or release.
-		SELECT * INTO cur FROM {{runs}} AS r WHERE r.job = p_job AND r.slot = p_slot FOR UPDATE;
-		found_run := FOUND;
-
-		-- 3. Store now, read once the locks are held: clock_timestamp(), not
-		-- now(), which is the transaction's start and may be stale after the
-		-- wait for the lock.
-		now_ms := {{now}};
-		store_now := now_ms;
-		attempt := 0;
-
-		IF NOT found_run THEN
-			IF now_ms - p_slot > p_max_late_ms THEN
-				outcome := 'late';
-				RETURN;
-			END IF;
-			IF p_overlap_skip AND EXISTS (SELECT 1 FROM {{runs}} AS o
-					WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot) THEN
-				outcome := 'overlap';
-				RETURN;
-			END IF;
-			INSERT INTO {{runs}} (job, slot, status, attempt, instance, token,
-					started_at, finished_at, lease_until, exit_code, output_tail)
-				VALUES (p_job, p_slot, 'running', 1, p_instance, p_token,
-					now_ms, NULL, now_ms + p_lease_ms, NULL, '');
-			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
-				VALUES (p_job, p_slot, 1, p_token, p_instance, 'claimed', now_ms);
-			outcome := 'won';
-			attempt := 1;
-			lease_until := now_ms + p_lease_ms;
-			RETURN;
-		END IF;
-
-		-- My own claim, re-sent: won, whatever the lease says.
-		IF cur.status = 'running' AND cur.token = p_token THEN
-			outcome := 'won';
-			attempt := cur.attempt;
-			lease_until := cur.lease_until;
-			RETURN;
-		END IF;
-
-		IF cur.status <> 'running' THEN
-			outcome := 'done';
-			RETURN;
-		END IF;
-
-		IF cur.lease_until >= now_ms THEN
-			outcome := 'running';
-			attempt := cur.attempt;
-			lease_until := cur.lease_until;
-			RETURN;
-		END IF;
-
-		-- The lease expired. Overlap also guards takeovers.
-		IF p_overlap_skip THEN
-			other_live := EXISTS (SELECT 1 FROM {{runs}} AS o
-				WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot);
-		END IF;
-		IF cur.attempt >= p_max_attempts OR other_live THEN
-			UPDATE {{runs}} AS r SET status = 'interrupted', finished_at = now_ms
-				WHERE r.job = p_job AND r.slot = p_slot;
-			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
-				VALUES (p_job, p_slot, cur.attempt, cur.token, cur.instance, 'interrupted', now_ms);
-			outcome := 'done';
-			attempt := cur.attempt;
-			RETURN;
-		END IF;
-
-		UPDATE {{runs}} AS r SET status = 'running', attempt = cur.attempt + 1,
-				instance = p_instance, token = p_token, started_at = now_ms, finished_at = NULL,
-				lease_until = now_ms + p_lease_ms, exit_code = NULL, output_tail = ''
-			WHERE r.job = p_job AND r.slot = p_slot;
-		INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
-			VALUES (p_job, p_slot, cur.attempt + 1, p_token, p_instance, 'takeover', now_ms);
-		outcome := 'won';
-		attempt := cur.attempt + 1;
-		lease_until := now_ms + p_lease_ms;
-	END
-	$claim$;`,
+	claimV2,
 	// 3: a run is locked (FOR UPDATE) only where the claim writes it, a
 	// takeover of an expired lease. Under the job's lock the run is read
 	// plainly first: a claim that waited there while another instance won
@@ -379,12 +113,103 @@ const notesV5 = `	ALTER TABLE {{runs}}
 			THEN attempt = 0 ELSE attempt >= 1 END);
 `
 
-// claimV3 is migration 3 (released: never edit it).
-const claimV3 = `	DROP FUNCTION {{claim}}(text, bigint, text, text, bigint, bigint, integer, boolean);
-	CREATE FUNCTION {{claim}}(
+// tablesV1 is the table part of migration 1.
+const tablesV1 = `CREATE TABLE {{runs}} (
+		job         text    NOT NULL,
+		slot        bigint  NOT NULL,            -- ms since the Unix epoch
+		status      text    NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'timeout', 'interrupted')),
+		attempt     integer NOT NULL CHECK (attempt >= 1),
+		instance    text    NOT NULL,
+		token       text    NOT NULL,
+		started_at  bigint  NOT NULL,            -- store time the current attempt was granted
+		finished_at bigint,                      -- store time; NULL while running
+		lease_until bigint  NOT NULL,            -- store time
+		exit_code   integer,                     -- NULL while running or when interrupted
+		output_tail text    NOT NULL DEFAULT '',
+		PRIMARY KEY (job, slot)
+	) WITH (fillfactor = 90);
+	-- The overlap rule's question, "is another run of this job live?", reads
+	-- only running runs of one job. lease_until is deliberately not indexed:
+	-- a renewal then changes no indexed column, so it is a HOT update (the
+	-- fillfactor leaves room on the page) and heartbeats add no index entries.
+	CREATE INDEX {{live}} ON {{runs}} (job) WHERE status = 'running';
+	-- status over every job (newest slot first) and Prune (slot < cutoff).
+	CREATE INDEX {{slotidx}} ON {{runs}} (slot, job);
+
+	-- One row per job, upserted by every claim transaction that may write:
+	-- its row lock, held to COMMIT, serialises the claims of one job.
+	CREATE TABLE {{jobs}} (
+		job text PRIMARY KEY
+	);
+
+	CREATE TABLE {{history}} (
+		id       bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		job      text    NOT NULL,
+		slot     bigint  NOT NULL,
+		attempt  integer NOT NULL,
+		token    text    NOT NULL,
+		instance text    NOT NULL,
+		event    text    NOT NULL,               -- claimed | takeover | interrupted | finished | released
+		at       bigint  NOT NULL                -- store time
+	);
+	CREATE INDEX {{histidx}} ON {{history}} (job, slot);
+
+	`
+
+// claimV1 is migration 1's function. claimV2 and claimV3 share its
+// parameters and variables, its decision on an absent run (claimFirst) and
+// its takeover of an expired lease (claimTakeover).
+const claimV1 = `-- The decision table of docs/spec.md#s3-1, the same as claim.Decide, in
+	-- one call: the whole claim is one round trip (SELECT * FROM claim(...),
+	-- run by PostgreSQL in an implicit transaction).
+	--
+	-- VOLATILE matters: each statement of a VOLATILE function takes a fresh
+	-- snapshot (under READ COMMITTED, which the backend sets on its
+	-- sessions), so a claim that waited on the job's lock row reads what the
+	-- claim before it committed.
+	CREATE FUNCTION {{claim}}` + claimParams + claimVars + lockRowV1 + `
+		-- 2. The run, locked against a concurrent renew, finish or release.
+		SELECT * INTO cur FROM {{runs}} AS r WHERE r.job = p_job AND r.slot = p_slot FOR UPDATE;
+		found_run := FOUND;
+
+		-- 3. Store now, read once the locks are held: clock_timestamp(), not
+		-- now(), which is the transaction's start and may be stale after the
+		-- wait for the lock.
+		now_ms := {{now}};
+		store_now := now_ms;
+		attempt := 0;
+
+` + claimFirst + `		-- My own claim, re-sent: won, whatever the lease says.
+		IF cur.status = 'running' AND cur.token = p_token THEN
+			outcome := 'won';
+			attempt := cur.attempt;
+			lease_until := cur.lease_until;
+			RETURN;
+		END IF;
+
+		IF cur.status <> 'running' THEN
+			outcome := 'done';
+			RETURN;
+		END IF;
+
+		IF cur.lease_until >= now_ms THEN
+			outcome := 'running';
+			attempt := cur.attempt;
+			lease_until := cur.lease_until;
+			RETURN;
+		END IF;
+
+` + claimTakeover
+
+// claimParams are the claim function's parameters and the OUT columns of
+// versions 1 and 2 (version 3 adds holder).
+const claimParams = `(
 		p_job text, p_slot bigint, p_token text, p_instance text,
 		p_max_late_ms bigint, p_lease_ms bigint, p_max_attempts integer, p_overlap_skip boolean,
-		OUT outcome text, OUT attempt integer, OUT store_now bigint, OUT lease_until bigint, OUT holder text)
+		OUT outcome text, OUT attempt integer, OUT store_now bigint, OUT lease_until bigint`
+
+// claimVars closes the parameters and opens the function's body.
+const claimVars = `)
 	LANGUAGE plpgsql VOLATILE AS $claim$
 	#variable_conflict use_column
 	DECLARE
@@ -393,7 +218,116 @@ const claimV3 = `	DROP FUNCTION {{claim}}(text, bigint, text, text, bigint, bigi
 		now_ms     bigint;
 		other_live boolean := false;
 	BEGIN
-		-- Three reads at most, each answering what it can with nothing
+`
+
+// lockRowV1 is version 1's lock of the job: an upsert of its row.
+const lockRowV1 = `		-- 1. The job's lock row. ON CONFLICT DO UPDATE locks the existing
+		-- row until COMMIT (a no-op update of an unchanged key is HOT): a
+		-- second claim of the job waits here and then sees the first's row.
+		INSERT INTO {{jobs}} AS j (job) VALUES (p_job)
+			ON CONFLICT (job) DO UPDATE SET job = excluded.job;
+`
+
+// claimFirst decides a run absent under the job's lock: late, overlap, or
+// its first attempt.
+const claimFirst = `		IF NOT found_run THEN
+			IF now_ms - p_slot > p_max_late_ms THEN
+				outcome := 'late';
+				RETURN;
+			END IF;
+			IF p_overlap_skip AND EXISTS (SELECT 1 FROM {{runs}} AS o
+					WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot) THEN
+				outcome := 'overlap';
+				RETURN;
+			END IF;
+			INSERT INTO {{runs}} (job, slot, status, attempt, instance, token,
+					started_at, finished_at, lease_until, exit_code, output_tail)
+				VALUES (p_job, p_slot, 'running', 1, p_instance, p_token,
+					now_ms, NULL, now_ms + p_lease_ms, NULL, '');
+			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+				VALUES (p_job, p_slot, 1, p_token, p_instance, 'claimed', now_ms);
+			outcome := 'won';
+			attempt := 1;
+			lease_until := now_ms + p_lease_ms;
+			RETURN;
+		END IF;
+
+`
+
+// claimTakeover decides an expired lease and ends the function.
+const claimTakeover = `		-- The lease expired. Overlap also guards takeovers.
+		IF p_overlap_skip THEN
+			other_live := EXISTS (SELECT 1 FROM {{runs}} AS o
+				WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot);
+		END IF;
+		IF cur.attempt >= p_max_attempts OR other_live THEN
+			UPDATE {{runs}} AS r SET status = 'interrupted', finished_at = now_ms
+				WHERE r.job = p_job AND r.slot = p_slot;
+			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+				VALUES (p_job, p_slot, cur.attempt, cur.token, cur.instance, 'interrupted', now_ms);
+			outcome := 'done';
+			attempt := cur.attempt;
+			RETURN;
+		END IF;
+
+		UPDATE {{runs}} AS r SET status = 'running', attempt = cur.attempt + 1,
+				instance = p_instance, token = p_token, started_at = now_ms, finished_at = NULL,
+				lease_until = now_ms + p_lease_ms, exit_code = NULL, output_tail = ''
+			WHERE r.job = p_job AND r.slot = p_slot;
+		INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
+			VALUES (p_job, p_slot, cur.attempt + 1, p_token, p_instance, 'takeover', now_ms);
+		outcome := 'won';
+		attempt := cur.attempt + 1;
+		lease_until := now_ms + p_lease_ms;
+	END
+	$claim$;`
+
+// claimV2 is migration 2: claimV1's function, replaced, with the read
+// before the lock and the job's advisory lock in place of its lock row.
+var claimV2 = "\t" + derive(claimV1, "CREATE FUNCTION",
+	"CREATE FUNCTION", "CREATE OR REPLACE FUNCTION",
+	lockRowV1, lockV2)
+
+// lockV2 is version 2's read before the lock and lock of the job.
+const lockV2 = `		-- 0. The read before the lock (docs/spec.md#s3-1): a run that is
+		-- finished, held under a live lease, or my own re-sent claim is
+		-- answered from a plain read, with no lock taken and nothing written,
+		-- so its commit waits for no WAL flush. Only a claim that may write
+		-- goes on.
+		SELECT * INTO cur FROM {{runs}} AS r WHERE r.job = p_job AND r.slot = p_slot;
+		IF FOUND THEN
+			now_ms := {{now}};
+			store_now := now_ms;
+			attempt := cur.attempt;
+			IF cur.status = 'running' AND cur.token = p_token THEN
+				outcome := 'won';
+				lease_until := cur.lease_until;
+				RETURN;
+			ELSIF cur.status <> 'running' THEN
+				outcome := 'done';
+				attempt := 0;
+				RETURN;
+			ELSIF cur.lease_until >= now_ms THEN
+				outcome := 'running';
+				lease_until := cur.lease_until;
+				RETURN;
+			END IF;
+		END IF;
+
+		-- 1. The job's lock: a transaction-scoped advisory lock on (this
+		-- table's jobs table, the job's hash), held until COMMIT. A second
+		-- claim of the job waits here and then sees the first's run. Unlike
+		-- the row lock of version 1 (an upsert of the job's row in
+		-- {{jobs}}), it writes nothing: a claim that waited and then finds
+		-- the run taken commits without a WAL flush. Two jobs whose names
+		-- hash alike merely share a lock.
+		PERFORM pg_advisory_xact_lock('{{jobs}}'::regclass::oid::integer, hashtext(p_job));
+`
+
+// claimV3 is migration 3 (released: never edit it, nor the parts it
+// shares with claimV1).
+const claimV3 = `	DROP FUNCTION {{claim}}(text, bigint, text, text, bigint, bigint, integer, boolean);
+	CREATE FUNCTION {{claim}}` + claimParams + `, OUT holder text` + claimVars + `		-- Three reads at most, each answering what it can with nothing
 		-- written (my own re-sent claim, a finished run, a live lease):
 		--   pass 0, before any lock (the read before the
 		--     transaction, docs/spec.md#s3-1);
@@ -445,54 +379,7 @@ const claimV3 = `	DROP FUNCTION {{claim}}(text, bigint, text, text, bigint, bigi
 		END LOOP;
 		attempt := 0;
 
-		IF NOT found_run THEN
-			IF now_ms - p_slot > p_max_late_ms THEN
-				outcome := 'late';
-				RETURN;
-			END IF;
-			IF p_overlap_skip AND EXISTS (SELECT 1 FROM {{runs}} AS o
-					WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot) THEN
-				outcome := 'overlap';
-				RETURN;
-			END IF;
-			INSERT INTO {{runs}} (job, slot, status, attempt, instance, token,
-					started_at, finished_at, lease_until, exit_code, output_tail)
-				VALUES (p_job, p_slot, 'running', 1, p_instance, p_token,
-					now_ms, NULL, now_ms + p_lease_ms, NULL, '');
-			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
-				VALUES (p_job, p_slot, 1, p_token, p_instance, 'claimed', now_ms);
-			outcome := 'won';
-			attempt := 1;
-			lease_until := now_ms + p_lease_ms;
-			RETURN;
-		END IF;
-
-		-- The lease expired. Overlap also guards takeovers.
-		IF p_overlap_skip THEN
-			other_live := EXISTS (SELECT 1 FROM {{runs}} AS o
-				WHERE o.job = p_job AND o.status = 'running' AND o.lease_until >= now_ms AND o.slot <> p_slot);
-		END IF;
-		IF cur.attempt >= p_max_attempts OR other_live THEN
-			UPDATE {{runs}} AS r SET status = 'interrupted', finished_at = now_ms
-				WHERE r.job = p_job AND r.slot = p_slot;
-			INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
-				VALUES (p_job, p_slot, cur.attempt, cur.token, cur.instance, 'interrupted', now_ms);
-			outcome := 'done';
-			attempt := cur.attempt;
-			RETURN;
-		END IF;
-
-		UPDATE {{runs}} AS r SET status = 'running', attempt = cur.attempt + 1,
-				instance = p_instance, token = p_token, started_at = now_ms, finished_at = NULL,
-				lease_until = now_ms + p_lease_ms, exit_code = NULL, output_tail = ''
-			WHERE r.job = p_job AND r.slot = p_slot;
-		INSERT INTO {{history}} (job, slot, attempt, token, instance, event, at)
-			VALUES (p_job, p_slot, cur.attempt + 1, p_token, p_instance, 'takeover', now_ms);
-		outcome := 'won';
-		attempt := cur.attempt + 1;
-		lease_until := now_ms + p_lease_ms;
-	END
-	$claim$;`
+` + claimFirst + claimTakeover
 
 // claimV4 is migration 4: claimV3's function, replaced, recording a first
 // attempt as started at max(store now, slot).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/sqlclaim"
 )
 
 // The jobs' control records (docs/spec.md#s6-control): the table control,
@@ -37,39 +38,25 @@ const controlV4 = `ALTER TABLE control ADD COLUMN triggers TEXT NOT NULL DEFAULT
 
 // SQL of the control records.
 const (
-	controlColumns = `job, version, paused, until_ms, reason, set_by, set_at, triggers`
-
-	listControlSQL = `SELECT ` + controlColumns + ` FROM control`
+	listControlSQL = `SELECT ` + sqlclaim.ControlColumns + ` FROM control`
 
 	// insertControlSQL writes a job's first record.
-	insertControlSQL = `INSERT INTO control (` + controlColumns + `)
+	insertControlSQL = `INSERT INTO control (` + sqlclaim.ControlColumns + `)
 		VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6, ?8)
 		ON CONFLICT (job) DO NOTHING
-		RETURNING ` + controlColumns
+		RETURNING ` + sqlclaim.ControlColumns
 
 	// updateControlSQL writes a record over the one at version ?7.
 	updateControlSQL = `UPDATE control SET version = version + 1, paused = ?2, until_ms = ?3,
 		reason = ?4, set_by = ?5, set_at = ?6, triggers = ?8
 		WHERE job = ?1 AND version = ?7
-		RETURNING ` + controlColumns
+		RETURNING ` + sqlclaim.ControlColumns
 )
 
 // Controls returns every control record of the file.
 func (b *Backend) Controls(ctx context.Context) ([]claim.Control, error) {
-	rows, err := b.db.QueryContext(ctx, listControlSQL)
+	out, err := queryAll(ctx, b.db, sqlclaim.ScanControl, listControlSQL)
 	if err != nil {
-		return nil, fmt.Errorf("read control records: %w", err)
-	}
-	defer rows.Close()
-	var out []claim.Control
-	for rows.Next() {
-		c, err := scanControl(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read control records: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read control records: %w", err)
 	}
 	return out, nil
@@ -95,7 +82,7 @@ func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion i
 	if prevVersion != 0 {
 		query = updateControlSQL
 	}
-	got, err := scanControl(b.db.QueryRowContext(ctx, query, args...))
+	got, err := sqlclaim.ScanControl(b.db.QueryRowContext(ctx, query, args...))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return claim.Control{}, fmt.Errorf("set control of %s at version %d: %w", c.Job, prevVersion, claim.ErrConflict)
@@ -103,21 +90,4 @@ func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion i
 		return claim.Control{}, fmt.Errorf("set control of %s: %w", c.Job, err)
 	}
 	return got, nil
-}
-
-// scanner is *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
-
-// scanControl reads the columns of controlColumns.
-func scanControl(s scanner) (claim.Control, error) {
-	var (
-		c    claim.Control
-		trig string
-	)
-	if err := s.Scan(&c.Job, &c.Version, &c.Paused, &c.Until, &c.Reason, &c.By, &c.At, &trig); err != nil {
-		return c, err
-	}
-	var err error
-	c.Triggers, err = claim.DecodeTriggers(trig)
-	return c, err
 }

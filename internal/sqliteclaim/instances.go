@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/sqlclaim"
 )
 
 // The instances' heartbeat records (docs/spec.md#s6-cluster): the table
@@ -35,24 +36,17 @@ const instancesV5 = `CREATE TABLE instances (
 
 // SQL of the instance records.
 const (
-	instanceColumns = `name, host, pid, version, tags, started_at, last_seen, expires_at, retain_ms, skew_ms, jobs, jobs_hash`
-
-	listInstancesSQL = `SELECT ` + instanceColumns + `, ` + nowMs + ` FROM instances
+	listInstancesSQL = `SELECT ` + sqlclaim.InstanceColumns + `, ` + nowMs + ` FROM instances
 		WHERE expires_at + retain_ms > ` + nowMs
 
 	pruneInstancesSQL = `DELETE FROM instances WHERE expires_at + retain_ms <= ` + nowMs
 
 	// beatSQL: ?7 is the ttl in ms, ?9 the instance's clock at the beat
 	// (0: unknown, no skew).
-	beatSQL = `INSERT INTO instances (` + instanceColumns + `)
+	beatSQL = `INSERT INTO instances (` + sqlclaim.InstanceColumns + `)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ` + nowMs + `, ` + nowMs + ` + ?7, ?8,
 			CASE WHEN ?9 = 0 THEN 0 ELSE ?9 - ` + nowMs + ` END, ?10, ?11)
-		ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-			version = excluded.version, tags = excluded.tags, started_at = excluded.started_at,
-			last_seen = excluded.last_seen, expires_at = excluded.expires_at,
-			retain_ms = excluded.retain_ms, skew_ms = excluded.skew_ms,
-			jobs = excluded.jobs, jobs_hash = excluded.jobs_hash
-		RETURNING ` + instanceColumns
+		` + sqlclaim.UpsertInstance
 )
 
 // Beat prunes the records past their retention and writes inst's.
@@ -82,23 +76,10 @@ func (b *Backend) Beat(ctx context.Context, inst claim.Instance, ttl time.Durati
 // Instances returns every record within its retention, and the store's
 // time.
 func (b *Backend) Instances(ctx context.Context) ([]claim.Instance, time.Time, error) {
-	rows, err := b.db.QueryContext(ctx, listInstancesSQL)
+	var now int64
+	out, err := queryAll(ctx, b.db, func(s sqlclaim.Scanner) (claim.Instance, error) { return scanInstance(s, &now) },
+		listInstancesSQL)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("read instance records: %w", err)
-	}
-	defer rows.Close()
-	var (
-		out []claim.Instance
-		now int64
-	)
-	for rows.Next() {
-		i, err := scanInstance(rows, &now)
-		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("read instance records: %w", err)
-		}
-		out = append(out, i)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, time.Time{}, fmt.Errorf("read instance records: %w", err)
 	}
 	if len(out) == 0 {
@@ -132,8 +113,8 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// scanInstance reads the columns of instanceColumns, then extra.
-func scanInstance(s scanner, extra ...any) (claim.Instance, error) {
+// scanInstance reads the columns of sqlclaim.InstanceColumns, then extra.
+func scanInstance(s sqlclaim.Scanner, extra ...any) (claim.Instance, error) {
 	var (
 		i                                           claim.Instance
 		tags, jobs                                  string

@@ -38,6 +38,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/sqlclaim"
 )
 
 // DefaultBusyTimeout is how long a writer waits for another's write lock
@@ -81,13 +82,7 @@ type Backend struct {
 	wlock chan struct{}
 }
 
-var (
-	_ claim.Backend  = (*Backend)(nil)
-	_ claim.Leaser   = (*Backend)(nil)
-	_ claim.Pruner   = (*Backend)(nil)
-	_ claim.Batcher  = (*Backend)(nil)
-	_ claim.Recorder = (*Backend)(nil)
-)
+var _ claim.LeaseStore = (*Backend)(nil)
 
 // nowMs is the store's clock in integer milliseconds since the Unix epoch.
 // unixepoch('subsec') needs SQLite 3.42; mattn/go-sqlite3 v1.14.53 bundles
@@ -100,7 +95,7 @@ const (
 	// selectRunSQL reads store now and the run (all NULL when there is none)
 	// in one statement. It is both the read before the transaction and the
 	// read under the write lock.
-	selectRunSQL = `SELECT ` + nowMs + `, r.status, r.attempt, r.instance, r.token,
+	selectRunSQL = `SELECT ` + nowMs + `, r.job, r.slot, r.status, r.attempt, r.instance, r.token,
 		r.started_at, r.finished_at, r.lease_until, r.exit_code, r.output_tail,
 		r.reason, r.held_by
 		FROM (SELECT 1) LEFT JOIN runs r ON r.job = ? AND r.slot = ?`
@@ -512,47 +507,20 @@ type querier interface {
 // readRun returns the run (nil when there is none) and store now.
 func (b *Backend) readRun(ctx context.Context, q querier, job string, slot int64) (*claim.Run, time.Time, error) {
 	var (
-		now                                   int64
-		status, instance, token, tail, reason sql.NullString
-		attempt, started, leaseUntil, heldBy  sql.NullInt64
-		finished, exitCode                    sql.NullInt64
+		now int64
+		row sqlclaim.RunRow
 	)
-	err := q.QueryRowContext(ctx, selectRunSQL, job, slot).Scan(&now, &status, &attempt, &instance,
-		&token, &started, &finished, &leaseUntil, &exitCode, &tail, &reason, &heldBy)
-	if err != nil {
+	if err := q.QueryRowContext(ctx, selectRunSQL, job, slot).Scan(row.Dest(&now)...); err != nil {
 		return nil, time.Time{}, err
 	}
-	if !status.Valid {
-		return nil, fromMs(now), nil
-	}
-	r := &claim.Run{
-		Job: job, Slot: slot, Status: claim.Status(status.String), Attempt: int(attempt.Int64),
-		Instance: instance.String, Token: claim.Token(token.String),
-		StartedAt: fromMs(started.Int64), LeaseUntil: fromMs(leaseUntil.Int64), OutputTail: tail.String,
-		Reason: reason.String, HeldBy: heldBy.Int64,
-	}
-	if finished.Valid {
-		r.FinishedAt = fromMs(finished.Int64)
-	}
-	if exitCode.Valid {
-		c := int(exitCode.Int64)
-		r.ExitCode = &c
-	}
-	noteTimes(r)
-	return r, fromMs(now), nil
+	return row.Run(), fromMs(now), nil
 }
 
 // Read is the cheap read of a run: one plain SELECT, no transaction. It
 // returns store now also with claim.ErrNotFound.
 func (b *Backend) Read(ctx context.Context, job string, slot int64) (claim.Run, time.Time, error) {
 	r, now, err := b.readRun(ctx, b.db, job, slot)
-	switch {
-	case err != nil:
-		return claim.Run{}, time.Time{}, fmt.Errorf("read %s@%d: %w", job, slot, err)
-	case r == nil:
-		return claim.Run{}, now, fmt.Errorf("read %s@%d: %w", job, slot, claim.ErrNotFound)
-	}
-	return *r, now, nil
+	return sqlclaim.ReadAnswer(job, slot, r, now, err, nil)
 }
 
 // Renew extends f's lease to store now + lease, only while f's token owns
@@ -665,42 +633,6 @@ func (b *Backend) fencedWrite(ctx context.Context, f claim.Fence, ev claim.Event
 	return nil
 }
 
-// rowScanner is *sql.Rows or *sql.Row.
-type rowScanner interface{ Scan(dest ...any) error }
-
-// scanRun reads the columns of runColumns.
-func scanRun(s rowScanner) (claim.Run, error) {
-	var (
-		r                   claim.Run
-		status, token       string
-		started, leaseUntil int64
-		finished, exitCode  sql.NullInt64
-	)
-	if err := s.Scan(&r.Job, &r.Slot, &status, &r.Attempt, &r.Instance, &token,
-		&started, &finished, &leaseUntil, &exitCode, &r.OutputTail, &r.Reason, &r.HeldBy); err != nil {
-		return claim.Run{}, err
-	}
-	r.Status, r.Token = claim.Status(status), claim.Token(token)
-	r.StartedAt, r.LeaseUntil = fromMs(started), fromMs(leaseUntil)
-	if finished.Valid {
-		r.FinishedAt = fromMs(finished.Int64)
-	}
-	if exitCode.Valid {
-		c := int(exitCode.Int64)
-		r.ExitCode = &c
-	}
-	noteTimes(&r)
-	return r, nil
-}
-
-// noteTimes gives a note the zero start and lease of a slot no attempt
-// ran (the row holds 0 in those NOT NULL columns).
-func noteTimes(r *claim.Run) {
-	if r.Status.Noted() {
-		r.StartedAt, r.LeaseUntil = time.Time{}, time.Time{}
-	}
-}
-
 // listSQL is the query and arguments of ListRuns for q, with limit.
 func listSQL(q claim.ListQuery, limit int) (string, []any) {
 	var where []string
@@ -731,21 +663,30 @@ func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 		limit = defaultListLimit
 	}
 	query, args := listSQL(q, limit)
-	rows, err := b.db.QueryContext(ctx, query, args...)
+	out, err := queryAll(ctx, b.db, sqlclaim.ScanRun, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
+	return out, nil
+}
+
+// queryAll runs query and reads each row it returns with scan.
+func queryAll[T any](ctx context.Context, db *sql.DB, scan func(sqlclaim.Scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
-	var out []claim.Run
+	var out []T
 	for rows.Next() {
-		r, err := scanRun(rows)
+		v, err := scan(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list runs: %w", err)
+			return nil, err
 		}
-		out = append(out, r)
+		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+		return nil, err
 	}
 	return out, nil
 }
