@@ -106,14 +106,22 @@ var ErrNoControl = errors.New("pause is not supported")
 // ControllerOf returns b as a Controller, or an error wrapping ErrNoControl
 // that names the backend type typ and, where the backend says, why.
 func ControllerOf(b Backend, typ string) (Controller, error) {
-	if c, ok := b.(Controller); ok {
+	return capability[Controller](b, NoController.WhyNoControl, "the store keeps no control records", func(why string) error {
+		return fmt.Errorf("%w on backend %s: %s", ErrNoControl, typ, why)
+	})
+}
+
+// capability returns b as a C (a Controller, a Registry), or refuse's
+// error of why b is not one: what it says through its N, else why.
+func capability[C, N any](b Backend, say func(N) string, why string, refuse func(why string) error) (C, error) {
+	if c, ok := b.(C); ok {
 		return c, nil
 	}
-	why := "the store keeps no control records"
-	if n, ok := b.(NoController); ok {
-		why = n.WhyNoControl()
+	if n, ok := b.(N); ok {
+		why = say(n)
 	}
-	return nil, fmt.Errorf("%w on backend %s: %s", ErrNoControl, typ, why)
+	var none C
+	return none, refuse(why)
 }
 
 // ControlOf returns job's record among cs (Version 0: the job has none).

@@ -95,14 +95,9 @@ var ErrNoRegistry = errors.New("the backend keeps no instance records")
 // RegistryOf returns b as a Registry, or an error wrapping ErrNoRegistry
 // that names the backend type typ and, where the backend says, why.
 func RegistryOf(b Backend, typ string) (Registry, error) {
-	if r, ok := b.(Registry); ok {
-		return r, nil
-	}
-	why := "the store has no place for them"
-	if n, ok := b.(NoRegistry); ok {
-		why = n.WhyNoRegistry()
-	}
-	return nil, fmt.Errorf("%w: backend %s: %s", ErrNoRegistry, typ, why)
+	return capability[Registry](b, NoRegistry.WhyNoRegistry, "the store has no place for them", func(why string) error {
+		return fmt.Errorf("%w: backend %s: %s", ErrNoRegistry, typ, why)
+	})
 }
 
 // instanceJSON is the JSON form of a record, for stores that keep it as
@@ -126,7 +121,7 @@ type instanceJSON struct {
 func EncodeInstance(i Instance) ([]byte, error) {
 	return json.Marshal(instanceJSON{
 		Name: i.Name, Host: i.Host, PID: i.PID, Version: i.Version, Tags: i.Tags,
-		StartedAt: ms(i.StartedAt), LastSeen: ms(i.LastSeen), ExpiresAt: ms(i.ExpiresAt),
+		StartedAt: MillisOf(i.StartedAt), LastSeen: MillisOf(i.LastSeen), ExpiresAt: MillisOf(i.ExpiresAt),
 		RetainMs: i.Retain.Milliseconds(), SkewMs: i.SkewMs, Jobs: i.Jobs, JobsHash: i.JobsHash,
 	})
 }
@@ -139,23 +134,9 @@ func DecodeInstance(data []byte) (Instance, error) {
 	}
 	return Instance{
 		Name: v.Name, Host: v.Host, PID: v.PID, Version: v.Version, Tags: v.Tags,
-		StartedAt: fromMs(v.StartedAt), LastSeen: fromMs(v.LastSeen), ExpiresAt: fromMs(v.ExpiresAt),
+		StartedAt: TimeOfMillis(v.StartedAt), LastSeen: TimeOfMillis(v.LastSeen), ExpiresAt: TimeOfMillis(v.ExpiresAt),
 		Retain: time.Duration(v.RetainMs) * time.Millisecond, SkewMs: v.SkewMs, Jobs: v.Jobs, JobsHash: v.JobsHash,
 	}, nil
-}
-
-func ms(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-func fromMs(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(v).UTC()
 }
 
 // MillisOf is t in ms since the Unix epoch; 0 for the zero time (a store's

@@ -133,6 +133,17 @@ func (f *configFlags) register(c *cobra.Command, env Env) {
 		"accept a crontab others than root and the daemon's user can change: writable by group or others, or owned by another user, or in such a directory (development only)")
 }
 
+// runE is a RunE that loads the config (load) and hands it to run.
+func (f *configFlags) runE(env Env, run func(c *cobra.Command, args []string, cfg *config.Config) error) func(*cobra.Command, []string) error {
+	return func(c *cobra.Command, args []string) error {
+		cfg, err := f.load(env)
+		if err != nil {
+			return err
+		}
+		return run(c, args, cfg)
+	}
+}
+
 // load reads the config and prints its warnings; an invalid one prints every
 // problem and maps to exit code 2.
 func (f *configFlags) load(env Env) (*config.Config, error) {

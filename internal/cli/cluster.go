@@ -30,32 +30,16 @@ func newClusterCmd(env Env) *cobra.Command {
 			"--json: one object per instance with instance, host, pid, version, tags, started_at,\n" +
 			"last_seen, alive, skew_ms, jobs_hash, jobs, outdated, drift.",
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := cf.load(env)
-			if err != nil {
-				return err
+		RunE: cf.runE(env, func(c *cobra.Command, _ []string, cfg *config.Config) error {
+			p := storePrint[cluster.View]{
+				open: openStore,
+				read: func(ctx context.Context, b claim.Backend) (cluster.View, error) {
+					return readCluster(ctx, cfg, b)
+				},
+				json: status.WriteClusterJSON, table: status.WriteClusterTable,
 			}
-			ctx, cancel := context.WithTimeout(c.Context(), storeTimeout)
-			defer cancel()
-			b, err := openStore(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			v, err := readCluster(ctx, cfg, b)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				err = status.WriteClusterJSON(env.Stdout, v)
-			} else {
-				err = status.WriteClusterTable(env.Stdout, v)
-			}
-			if err != nil {
-				return runtimeError(err)
-			}
-			return nil
-		},
+			return p.run(c.Context(), env, cfg, asJSON)
+		}),
 	}
 	cf.register(c, env)
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per instance")

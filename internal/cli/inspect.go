@@ -37,11 +37,7 @@ func newValidateCmd(env Env) *cobra.Command {
 			"a store that cannot be used is reported with the reason (exit 1). --offline skips that\n" +
 			"(the host checks need no store and still run).",
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := cf.load(env)
-			if err != nil {
-				return err
-			}
+		RunE: cf.runE(env, func(c *cobra.Command, _ []string, cfg *config.Config) error {
 			fmt.Fprintf(env.Stdout, "%s: ok: %d job(s), backend %s, instance %s\n",
 				cfg.File, len(cfg.Jobs), cfg.Backend.Describe(), cfg.Instance)
 			printNotHere(env.Stdout, cfg)
@@ -68,7 +64,7 @@ func newValidateCmd(env Env) *cobra.Command {
 			defer b.Close()
 			fmt.Fprintf(env.Stdout, "%s: store ok: %s\n", cfg.File, cfg.Backend.Describe())
 			return nil
-		},
+		}),
 	}
 	cf.register(c, env)
 	c.Flags().BoolVar(&offline, "offline", false, "check the file and this host; do not open the store")
@@ -189,11 +185,7 @@ func newStatusCmd(env Env) *cobra.Command {
 			"onDrift: pause), missed (late, store_unreachable, store_refused, all_down,\n" +
 			"catch_up) or unknown (the store gave no decision); --all or --outcome shows them.",
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := cf.load(env)
-			if err != nil {
-				return err
-			}
+		RunE: cf.runE(env, func(c *cobra.Command, _ []string, cfg *config.Config) error {
 			if limit <= 0 {
 				return usageError(fmt.Errorf("--limit %d: want a positive count", limit))
 			}
@@ -201,9 +193,11 @@ func newStatusCmd(env Env) *cobra.Command {
 				if filter.All {
 					return usageError(errors.New("--all and --outcome: give one of them (--all shows every outcome)"))
 				}
-				if filter.Outcomes, err = status.ParseOutcomes(outc); err != nil {
+				outcomes, err := status.ParseOutcomes(outc)
+				if err != nil {
 					return usageError(fmt.Errorf("--outcome: %w", err))
 				}
+				filter.Outcomes = outcomes
 			}
 			q := claim.ListQuery{Job: job, Limit: limit, Statuses: filter.Query()}
 			if watchF {
@@ -212,28 +206,19 @@ func newStatusCmd(env Env) *cobra.Command {
 				}
 				return watchStatus(c.Context(), env, cfg, q, filter)
 			}
-			ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
-			defer cancel()
-			b, err := cfg.OpenStore(ctx, zap.NewNop(), nil)
-			if err != nil {
-				return runtimeError(err)
+			p := storePrint[[]claim.Run]{
+				open: openToRead,
+				read: func(ctx context.Context, b claim.Backend) ([]claim.Run, error) {
+					runs, err := readStatus(ctx, b, cfg, q, filter)
+					if err != nil {
+						return nil, runtimeError(err)
+					}
+					return annotate(ctx, env, b, runs), nil
+				},
+				json: status.WriteJSON, table: status.WriteTable,
 			}
-			defer b.Close()
-			runs, err := readStatus(ctx, b, cfg, q, filter)
-			if err != nil {
-				return runtimeError(err)
-			}
-			runs = annotate(ctx, env, b, runs)
-			if asJSON {
-				err = status.WriteJSON(env.Stdout, runs)
-			} else {
-				err = status.WriteTable(env.Stdout, runs)
-			}
-			if err != nil {
-				return runtimeError(err)
-			}
-			return nil
-		},
+			return p.run(c.Context(), env, cfg, asJSON)
+		}),
 	}
 	cf.register(c, env)
 	c.Flags().StringVar(&job, "job", "", "only this job")

@@ -30,38 +30,22 @@ func newJobsCmd(env Env) *cobra.Command {
 			"last_slot_ms, tags, per_instance, runs_here (where the job may run: the tags an instance\n" +
 			"needs, whether every such instance runs it, whether this instance does), drift, drift_fields.",
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := cf.load(env)
-			if err != nil {
-				return err
-			}
+		RunE: cf.runE(env, func(c *cobra.Command, _ []string, cfg *config.Config) error {
 			if watchF {
 				if asJSON {
 					return usageError(errWatchJSON)
 				}
 				return watchJobs(c.Context(), env, cfg)
 			}
-			ctx, cancel := context.WithTimeout(c.Context(), storeTimeout)
-			defer cancel()
-			b, err := openStore(ctx, cfg)
-			if err != nil {
-				return err
+			p := storePrint[[]status.Job]{
+				open: openStore,
+				read: func(ctx context.Context, b claim.Backend) ([]status.Job, error) {
+					return readJobs(ctx, env, cfg, b)
+				},
+				json: status.WriteJobsJSON, table: status.WriteJobsTable,
 			}
-			defer b.Close()
-			jobs, err := readJobs(ctx, env, cfg, b)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				err = status.WriteJobsJSON(env.Stdout, jobs)
-			} else {
-				err = status.WriteJobsTable(env.Stdout, jobs)
-			}
-			if err != nil {
-				return runtimeError(err)
-			}
-			return nil
-		},
+			return p.run(c.Context(), env, cfg, asJSON)
+		}),
 	}
 	cf.register(c, env)
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per job")

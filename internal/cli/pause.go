@@ -11,16 +11,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/clock"
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/sanitize"
 )
-
-// storeTimeout bounds the commands that read or write the store.
-const storeTimeout = 30 * time.Second
 
 func newPauseCmd(env Env) *cobra.Command {
 	var (
@@ -122,15 +118,6 @@ func knownJob(cfg *config.Config, job string) error {
 		return nil
 	}
 	return usageError(fmt.Errorf("no job %q in %s; its jobs: %s", sanitize.Line(job), cfg.File, strings.Join(names, ", ")))
-}
-
-// openStore opens the crontab's store; its failure names the store.
-func openStore(ctx context.Context, cfg *config.Config) (claim.Backend, error) {
-	b, err := cfg.OpenStore(ctx, zap.NewNop(), nil)
-	if err != nil {
-		return nil, runtimeError(fmt.Errorf("store %s: %w; nothing written", cfg.Backend.Describe(), err))
-	}
-	return b, nil
 }
 
 // controlWriter applies one change to a job's control record.

@@ -43,17 +43,13 @@ func newTriggerCmd(env Env) *cobra.Command {
 			"scheduled run does not hold it back. --wait waits for its result and prints it (exit 0:\n" +
 			"succeeded; 1: otherwise, or no instance picked it up within 30s).",
 		Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cfg, err := cf.load(env)
-			if err != nil {
-				return err
-			}
+		RunE: cf.runE(env, func(c *cobra.Command, args []string, cfg *config.Config) error {
 			if err := knownJob(cfg, args[0]); err != nil {
 				return err
 			}
 			t := &triggerCmd{env: env, cfg: cfg, job: args[0], asJSON: asJSON}
 			return t.run(c.Context(), wait)
-		},
+		}),
 	}
 	cf.register(c, env)
 	c.Flags().BoolVar(&wait, "wait", false, "wait for the run's result and print it; exit 1 unless it succeeded")

@@ -292,34 +292,34 @@ func (p *parser) checkHostJob(j Job, vals map[string]*value) {
 // lookupUser looks a user up by name, or by uid when the name is a number
 // no user has, as the runner does; it returns the problem or "".
 func lookupUser(name string) string {
-	_, err := user.Lookup(name)
-	var unknown user.UnknownUserError
-	if _, perr := strconv.ParseUint(name, 10, 32); err != nil && perr == nil && errors.As(err, &unknown) {
-		_, err = user.LookupId(name)
-	}
-	switch {
-	case err == nil:
-		return ""
-	case errors.As(err, &unknown) || errors.As(err, new(user.UnknownUserIdError)):
-		return fmt.Sprintf("unknown user %q on this host: every run would fail; create the user, or name one that exists", name)
-	}
-	return fmt.Sprintf("cannot look up user %q: %v", name, err)
+	return lookupAccount[user.UnknownUserError, user.UnknownUserIdError]("user", name,
+		func(n string) error { _, err := user.Lookup(n); return err },
+		func(id string) error { _, err := user.LookupId(id); return err })
 }
 
 // lookupGroup is lookupUser for a group.
 func lookupGroup(name string) string {
-	_, err := user.LookupGroup(name)
-	var unknown user.UnknownGroupError
+	return lookupAccount[user.UnknownGroupError, user.UnknownGroupIdError]("group", name,
+		func(n string) error { _, err := user.LookupGroup(n); return err },
+		func(id string) error { _, err := user.LookupGroupId(id); return err })
+}
+
+// lookupAccount is lookupUser and lookupGroup: what is "user" or "group",
+// byName and byID its look-ups, whose errors for one that does not exist
+// are an Unknown and an UnknownID.
+func lookupAccount[Unknown, UnknownID error](what, name string, byName, byID func(string) error) string {
+	err := byName(name)
+	var unknown Unknown
 	if _, perr := strconv.ParseUint(name, 10, 32); err != nil && perr == nil && errors.As(err, &unknown) {
-		_, err = user.LookupGroupId(name)
+		err = byID(name)
 	}
 	switch {
 	case err == nil:
 		return ""
-	case errors.As(err, &unknown) || errors.As(err, new(user.UnknownGroupIdError)):
-		return fmt.Sprintf("unknown group %q on this host: every run would fail; create the group, or name one that exists", name)
+	case errors.As(err, &unknown) || errors.As(err, new(UnknownID)):
+		return fmt.Sprintf("unknown %s %q on this host: every run would fail; create the %s, or name one that exists", what, name, what)
 	}
-	return fmt.Sprintf("cannot look up group %q: %v", name, err)
+	return fmt.Sprintf("cannot look up %s %q: %v", what, name, err)
 }
 
 // checkDir returns the problem with a job's workdir, or "".

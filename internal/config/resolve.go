@@ -785,18 +785,42 @@ func (p *parser) checkRetention(retention setting[time.Duration], infos []jobInf
 // they would silently not be enforced. Reported once where it is set (a
 // job, or defaults).
 func (p *parser) checkOverlap(b *Backend, infos []jobInfo) {
+	p.needLeases(b, infos, func(pol policy) (*value, string) {
+		ov := pol.overlap
+		if ov.val == "allow" {
+			return nil, ""
+		}
+		return ov.at, fmt.Sprintf("overlap: %s cannot be enforced on backend %s: %s; use overlap: allow (the default there), or a backend that keeps leases (docs/backends.md)",
+			ov.val, b.Describe(), overlapWhy[ov.val])
+	})
+}
+
+// checkKeepRuns refuses keepRuns on a claim-only backend: its store
+// forgets runs by its own retention and has no way to delete a job's
+// older runs, so the bound would silently not hold. Reported once where
+// it is set (a job, or defaults).
+func (p *parser) checkKeepRuns(b *Backend, infos []jobInfo) {
+	p.needLeases(b, infos, func(pol policy) (*value, string) {
+		return pol.keepRuns.at, fmt.Sprintf("keepRuns cannot be enforced on backend %s: a claim-only store forgets its runs by its own retention and cannot delete a job's older runs; remove keepRuns, or use a backend that keeps leases (docs/backends.md)", b.Describe())
+	})
+}
+
+// needLeases refuses, on a claim-only backend, a job's setting that only
+// a lease can enforce: refused returns where the job's policy sets it and
+// why it cannot hold (nil where it is not set, or allowed). Each is
+// reported once where it is set (a job, or defaults).
+func (p *parser) needLeases(b *Backend, infos []jobInfo, refused func(policy) (*value, string)) {
 	if b.Store == nil || b.Leases() {
 		return
 	}
 	seen := map[*value]bool{}
 	for _, in := range infos {
-		ov := in.pol.overlap
-		if ov.val == "allow" || ov.at == nil || seen[ov.at] {
+		at, msg := refused(in.pol)
+		if at == nil || seen[at] {
 			continue
 		}
-		seen[ov.at] = true
-		p.errorf(ov.at, "overlap: %s cannot be enforced on backend %s: %s; use overlap: allow (the default there), or a backend that keeps leases (docs/backends.md)",
-			ov.val, b.Describe(), overlapWhy[ov.val])
+		seen[at] = true
+		p.errorf(at, "%s", msg)
 	}
 }
 

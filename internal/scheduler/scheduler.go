@@ -147,21 +147,11 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	if o.ClaimConcurrency <= 0 {
-		o.ClaimConcurrency = 16
-	}
-	if o.ClaimTimeout <= 0 {
-		o.ClaimTimeout = 10 * time.Second
-	}
-	if o.MaxWait <= 0 {
-		o.MaxWait = 30 * time.Second
-	}
-	if o.StopWindow <= 0 {
-		o.StopWindow = defaultStopWindow
-	}
-	if o.PruneEvery <= 0 {
-		o.PruneEvery = min(max(o.Retention/24, time.Minute), time.Hour)
-	}
+	orDefault(&o.ClaimConcurrency, 16)
+	orDefault(&o.ClaimTimeout, 10*time.Second)
+	orDefault(&o.MaxWait, 30*time.Second)
+	orDefault(&o.StopWindow, defaultStopWindow)
+	orDefault(&o.PruneEvery, min(max(o.Retention/24, time.Minute), time.Hour))
 	entries, err := entriesOf(jobs, o.Instance)
 	if err != nil {
 		return nil, err
@@ -188,6 +178,13 @@ func New(o Options, jobs []config.Job) (*Scheduler, error) {
 	s.keep = newKeeper()
 	s.keep.set(entries)
 	return s, nil
+}
+
+// orDefault sets *v to d when it is not positive (an option left unset).
+func orDefault[T ~int | ~int64](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // entriesOf parses the jobs' schedules. A perInstance job is scheduled
