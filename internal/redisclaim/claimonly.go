@@ -207,6 +207,8 @@ import (
 
 // Lua scripts of the claim-only strategies.
 var (
+	//go:embed lua/claimonly_prelude.lua
+	claimOnlyPreludeLua string
 	//go:embed lua/script_claim.lua
 	scriptClaimLua string
 	//go:embed lua/idmp_setup.lua
@@ -216,10 +218,10 @@ var (
 	//go:embed lua/claimonly_record.lua
 	claimOnlyRecordLua string
 
-	scriptClaim     = redis.NewScript(scriptClaimLua)
+	scriptClaim     = redis.NewScript(claimOnlyPreludeLua + scriptClaimLua)
 	idmpSetup       = redis.NewScript(idmpSetupLua)
-	claimOnlyFinish = redis.NewScript(claimOnlyFinishLua)
-	claimOnlyRecord = redis.NewScript(claimOnlyRecordLua)
+	claimOnlyFinish = redis.NewScript(claimOnlyPreludeLua + claimOnlyFinishLua)
+	claimOnlyRecord = redis.NewScript(claimOnlyPreludeLua + claimOnlyRecordLua)
 )
 
 // Defaults of the claim-only Options.
@@ -310,15 +312,7 @@ func (o Options) claimOnlyDefaults() (Options, error) {
 	case o.IDMPMaxSize < 1 || o.IDMPMaxSize > MaxIDMPMaxSize:
 		return o, fmt.Errorf("IDMP max size %d: want 1 to %d", o.IDMPMaxSize, MaxIDMPMaxSize)
 	}
-	switch {
-	case o.Window < 0:
-		return o, fmt.Errorf("negative window %v", o.Window)
-	case o.Window == 0:
-		o.Window = DefaultWindow
-	case o.Window < time.Millisecond:
-		return o, fmt.Errorf("window %v is shorter than 1ms", o.Window)
-	}
-	return o, nil
+	return o, defaultMs(&o.Window, DefaultWindow, "window")
 }
 
 // NewClaimOnly connects to Redis (o.Client, or a client made from o.URL)

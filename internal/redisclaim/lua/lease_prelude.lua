@@ -34,3 +34,11 @@ local function owned_run(state, slot, token)
   return run
 end
 
+
+-- set_lease moves the lease of slot's running run to until_ms, in live and
+-- in the run's state.
+local function set_lease(state, live, slot, run, until_ms)
+  run.lease_until = until_ms
+  redis.call('HSET', live, slot, until_ms)
+  redis.call('HSET', state, slot, cjson.encode(run))
+end

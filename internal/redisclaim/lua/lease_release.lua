@@ -17,7 +17,5 @@ local now = store_now()
 redis.call('XADD', history, 'MAXLEN', '~', ARGV[3], '*',
   'event', 'released', 'slot', slot, 'attempt', run.attempt, 'token', token,
   'instance', run.instance)
-run.lease_until = now - 1
-redis.call('HSET', live, slot, run.lease_until)
-redis.call('HSET', state, slot, cjson.encode(run))
+set_lease(state, live, slot, run, now - 1)
 return {'ok'}

@@ -12,7 +12,5 @@ if not run then
   return reply
 end
 local now = store_now()
-run.lease_until = now + tonumber(ARGV[3])
-redis.call('HSET', live, slot, run.lease_until)
-redis.call('HSET', state, slot, cjson.encode(run))
+set_lease(state, live, slot, run, now + tonumber(ARGV[3]))
 return {'ok', run.attempt, now, run.lease_until}
