@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/store"
 )
 
 // The claim-only strategies (docs/spec.md#s3-2): stream-id, idmp and script, and
@@ -459,18 +460,11 @@ func checkClaimOnly(req claim.Request) error {
 	if err := checkJob(req.Job); err != nil {
 		return err
 	}
-	switch {
-	case req.Slot <= 0 || req.Slot >= maxMs:
+	if req.Slot <= 0 || req.Slot >= maxMs {
 		// Stream IDs start above 0-0: slot 0 cannot be a stream-id claim.
 		return fmt.Errorf("slot %d is out of range", req.Slot)
-	case req.Token == "":
-		return errors.New("empty token")
-	case req.MaxLate < 0:
-		return fmt.Errorf("negative maxLate %v", req.MaxLate)
-	case req.Now.IsZero():
-		return errors.New("request has no instance clock reading (Request.Now): a claim-only backend checks late with it")
 	}
-	return nil
+	return store.CheckClaimOnly(req)
 }
 
 // Claim decides req with the backend's strategy (see the doc above). Late
