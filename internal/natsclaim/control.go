@@ -33,7 +33,8 @@ import (
 
 var _ claim.Controller = (*Backend)(nil)
 
-// controlBucket is the backend's handle on the bucket, once found.
+// controlBucket is the backend's handle on a key-value bucket (the control
+// records', or within registryBucket the instances'), once found.
 type controlBucket struct {
 	mu sync.Mutex
 	kv jetstream.KeyValue
@@ -56,47 +57,46 @@ func ControlBucket(stream string) string { return stream + "_CONTROL" }
 // controlKey is a job's key in the bucket.
 func (b *Backend) controlKey(job string) string { return b.ns + "." + job }
 
-// bucket returns the bucket, creating it when create is set; without
-// create, a missing bucket is (nil, nil).
+// bucket returns the control records' bucket, creating it when create is
+// set; without create, a missing bucket is (nil, nil).
 func (b *Backend) bucket(ctx context.Context, create bool) (jetstream.KeyValue, error) {
-	b.ctl.mu.Lock()
-	defer b.ctl.mu.Unlock()
-	if b.ctl.kv != nil {
-		return b.ctl.kv, nil
+	return b.openBucket(ctx, &b.ctl, ControlBucket(b.name), "control records (pause, resume)", create)
+}
+
+// openBucket returns the bucket name of h, found once: created, when
+// create is set, with the claim stream's replicas (one another instance
+// created first is used as it is); without create, a missing bucket is
+// (nil, nil). records says what the bucket holds ("instance records"); its
+// first word names the bucket in errors.
+func (b *Backend) openBucket(ctx context.Context, h *controlBucket, name, records string, create bool) (jetstream.KeyValue, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.kv != nil {
+		return h.kv, nil
 	}
-	name := ControlBucket(b.name)
 	kv, err := b.js.KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) && create {
-		kv, err = b.createBucket(ctx, name)
+		replicas := 1
+		if b.stream != nil {
+			replicas = max(1, b.stream.CachedInfo().Config.Replicas)
+		}
+		kv, err = b.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: name, Description: "anarchon " + records + " of stream " + b.name,
+			History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = b.js.KeyValue(ctx, name)
+		}
 	}
 	switch {
 	case errors.Is(err, jetstream.ErrBucketNotFound) && !create:
 		return nil, nil
 	case err != nil:
-		return nil, controlRefusal(fmt.Errorf("control bucket %s: %w", name, err), name)
+		what, _, _ := strings.Cut(records, " ")
+		return nil, controlRefusal(fmt.Errorf("%s bucket %s: %w", what, name, err), name)
 	}
-	b.ctl.kv = kv
+	h.kv = kv
 	return kv, nil
-}
-
-// createBucket creates the bucket with the claim stream's replicas; one
-// another instance created first is used as it is.
-func (b *Backend) createBucket(ctx context.Context, name string) (jetstream.KeyValue, error) {
-	replicas := 1
-	if b.stream != nil {
-		replicas = max(1, b.stream.CachedInfo().Config.Replicas)
-	}
-	kv, err := b.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      name,
-		Description: "anarchon control records (pause, resume) of stream " + b.name,
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-	})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		return b.js.KeyValue(ctx, name)
-	}
-	return kv, err
 }
 
 // Controls returns every control record of the namespace.

@@ -36,16 +36,13 @@ func init() {
 	store.Register(store.Driver{
 		Name:    "nats",
 		Summary: "NATS JetStream: claim-only, a publish with the run's message id, remembered for duplicateWindowMs",
-		Keys: []store.Key{
-			{Name: "url", Kind: store.String, Secret: true},
-			{Name: "passwordFile", Kind: store.String},
-			{Name: "stream", Kind: store.String},
-			{Name: "duplicateWindowMs", Kind: store.Int},
-			{Name: "replicas", Kind: store.Int},
-			{Name: "placementCluster", Kind: store.String},
-			{Name: "placementTags", Kind: store.Strings},
-			store.TLSKey,
-		},
+		Keys: store.NetworkKeys("url",
+			store.Key{Name: "stream", Kind: store.String},
+			store.Key{Name: "duplicateWindowMs", Kind: store.Int},
+			store.Key{Name: "replicas", Kind: store.Int},
+			store.Key{Name: "placementCluster", Kind: store.String},
+			store.Key{Name: "placementTags", Kind: store.Strings},
+		),
 		Parse: func(s store.Section) store.Settings {
 			return Settings{
 				URL:               s.String("url", defaultURL, store.URL("nats", "tls", "ws", "wss")),
@@ -66,9 +63,9 @@ func init() {
 
 // options are the backend's options of the section.
 func options(c Settings) (Options, error) {
-	tlsConfig, err := storetls.Config(c.TLS)
+	tlsConfig, err := store.TLSConfig("nats", c.TLS)
 	if err != nil {
-		return Options{}, fmt.Errorf("backend.nats.%w", err)
+		return Options{}, err
 	}
 	return Options{
 		URL:              c.URL,

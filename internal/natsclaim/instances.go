@@ -56,37 +56,10 @@ func (b *Backend) instanceKey(name string) string {
 	return b.ns + "." + base64.RawURLEncoding.EncodeToString([]byte(name))
 }
 
-// instanceBucket returns the bucket, creating it when create is set;
-// without create, a missing bucket is (nil, nil).
+// instanceBucket returns the instance records' bucket, creating it when
+// create is set; without create, a missing bucket is (nil, nil).
 func (b *Backend) instanceBucket(ctx context.Context, create bool) (jetstream.KeyValue, error) {
-	b.reg.mu.Lock()
-	defer b.reg.mu.Unlock()
-	if b.reg.kv != nil {
-		return b.reg.kv, nil
-	}
-	name := InstanceBucket(b.name)
-	kv, err := b.js.KeyValue(ctx, name)
-	if errors.Is(err, jetstream.ErrBucketNotFound) && create {
-		replicas := 1
-		if b.stream != nil {
-			replicas = max(1, b.stream.CachedInfo().Config.Replicas)
-		}
-		kv, err = b.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: name, Description: "anarchon instance records of stream " + b.name,
-			History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = b.js.KeyValue(ctx, name)
-		}
-	}
-	switch {
-	case errors.Is(err, jetstream.ErrBucketNotFound) && !create:
-		return nil, nil
-	case err != nil:
-		return nil, controlRefusal(fmt.Errorf("instance bucket %s: %w", name, err), name)
-	}
-	b.reg.kv = kv
-	return kv, nil
+	return b.openBucket(ctx, &b.reg.controlBucket, InstanceBucket(b.name), "instance records", create)
 }
 
 // Beat writes inst's record, reads back the server's time of the write,

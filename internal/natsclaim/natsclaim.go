@@ -165,6 +165,7 @@ import (
 
 	"github.com/anarchon/anarchon/internal/claim"
 	"github.com/anarchon/anarchon/internal/secret"
+	"github.com/anarchon/anarchon/internal/store"
 )
 
 // Defaults of Options.
@@ -829,17 +830,10 @@ func cutFront(s string, n int) string {
 
 // checkRequest refuses requests that cannot be published as designed.
 func checkRequest(req claim.Request) error {
-	switch {
-	case !validToken(req.Job):
+	if !validToken(req.Job) {
 		return fmt.Errorf("job name %q is not a valid subject token", req.Job)
-	case req.Token == "":
-		return errors.New("empty token")
-	case req.MaxLate < 0:
-		return fmt.Errorf("negative maxLate %v", req.MaxLate)
-	case req.Now.IsZero():
-		return errors.New("request has no instance clock reading (Request.Now): a claim-only backend checks late with it")
 	}
-	return nil
+	return store.CheckClaimOnly(req)
 }
 
 // validToken reports whether s can be one token of a subject.

@@ -38,23 +38,19 @@ func init() {
 	store.Register(store.Driver{
 		Name:    "postgres",
 		Summary: "PostgreSQL: one row per run, leases, fenced writes; failover through a multi-host DSN",
-		Keys: []store.Key{
-			{Name: "dsn", Kind: store.String, Secret: true},
-			{Name: "table", Kind: store.String},
-			{Name: "passwordFile", Kind: store.String},
-			{Name: "synchronousCommit", Kind: store.String},
-			store.TLSKey,
-		},
+		Keys: store.NetworkKeys("dsn",
+			store.Key{Name: "table", Kind: store.String},
+			store.Key{Name: "synchronousCommit", Kind: store.String},
+		),
 		Parse: parseSection,
 		Check: check,
 		Open: func(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
-			c := p.Settings.(Settings)
-			tc, err := storetls.Config(c.TLS)
+			o, err := p.Settings.(Settings).options()
 			if err != nil {
-				return nil, fmt.Errorf("backend.postgres.%w", err)
+				return nil, err
 			}
-			return New(ctx, Options{DSN: c.DSN, PasswordFile: c.PasswordFile, Table: c.Table, TLS: tc,
-				SynchronousCommit: c.SynchronousCommit, Log: p.Log})
+			o.Log = p.Log
+			return New(ctx, o)
 		},
 		Testing: testServer,
 	})
@@ -108,15 +104,23 @@ func (Settings) Memory() []store.Limit { return nil }
 // report (Inspect), printed as a note; an error when no host accepts
 // writes.
 func check(ctx context.Context, st store.Settings) (string, error) {
-	c := st.(Settings)
-	tc, err := storetls.Config(c.TLS)
+	o, err := st.(Settings).options()
 	if err != nil {
-		return "", fmt.Errorf("backend.postgres.%w", err)
+		return "", err
 	}
-	t, err := Inspect(ctx, Options{DSN: c.DSN, PasswordFile: c.PasswordFile, Table: c.Table, TLS: tc,
-		SynchronousCommit: c.SynchronousCommit})
+	t, err := Inspect(ctx, o)
 	if err != nil {
 		return "", err
 	}
 	return t.String(), nil
+}
+
+// options are the Options the section gives every use of the server.
+func (c Settings) options() (Options, error) {
+	tc, err := store.TLSConfig("postgres", c.TLS)
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{DSN: c.DSN, PasswordFile: c.PasswordFile, Table: c.Table, TLS: tc,
+		SynchronousCommit: c.SynchronousCommit}, nil
 }

@@ -2,7 +2,6 @@ package rabbitclaim
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -37,12 +36,7 @@ func init() {
 		Name:      "rabbitmq",
 		NoControl: whyNoControl,
 		Summary:   "RabbitMQ: claim-only, one gate queue per run that remembers its claim for slotTtlMs",
-		Keys: []store.Key{
-			{Name: "url", Kind: store.String, Secret: true},
-			{Name: "passwordFile", Kind: store.String},
-			{Name: "slotTtlMs", Kind: store.Int},
-			store.TLSKey,
-		},
+		Keys:      store.NetworkKeys("url", store.Key{Name: "slotTtlMs", Kind: store.Int}),
 		Parse: func(s store.Section) store.Settings {
 			return Settings{
 				URL:          s.String("url", defaultURL, store.URL("amqp", "amqps")),
@@ -60,7 +54,7 @@ func init() {
 
 func open(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
 	c := p.Settings.(Settings)
-	tlsConfig, err := tlsOf(c)
+	tlsConfig, err := store.TLSConfig("rabbitmq", c.TLS)
 	if err != nil {
 		return nil, err
 	}
@@ -75,15 +69,6 @@ func open(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
 		Log:           p.Log,
 		Clock:         p.Clock,
 	})
-}
-
-// tlsOf is the client TLS configuration of c's tls block (nil: none).
-func tlsOf(c Settings) (*tls.Config, error) {
-	t, err := storetls.Config(c.TLS)
-	if err != nil {
-		return nil, fmt.Errorf("backend.rabbitmq.%w", err)
-	}
-	return t, nil
 }
 
 // Describe implements store.Settings.

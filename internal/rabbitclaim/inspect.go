@@ -20,7 +20,7 @@ func check(ctx context.Context, st store.Settings) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if o.TLS, err = tlsOf(c); err != nil {
+	if o.TLS, err = store.TLSConfig("rabbitmq", c.TLS); err != nil {
 		return "", err
 	}
 	b := &Backend{o: o}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/store"
 )
 
 // The claim-only strategies (docs/spec.md#s3-2): stream-id, idmp and script, and
@@ -207,6 +208,8 @@ import (
 
 // Lua scripts of the claim-only strategies.
 var (
+	//go:embed lua/claimonly_prelude.lua
+	claimOnlyPreludeLua string
 	//go:embed lua/script_claim.lua
 	scriptClaimLua string
 	//go:embed lua/idmp_setup.lua
@@ -216,10 +219,10 @@ var (
 	//go:embed lua/claimonly_record.lua
 	claimOnlyRecordLua string
 
-	scriptClaim     = redis.NewScript(scriptClaimLua)
+	scriptClaim     = redis.NewScript(claimOnlyPreludeLua + scriptClaimLua)
 	idmpSetup       = redis.NewScript(idmpSetupLua)
-	claimOnlyFinish = redis.NewScript(claimOnlyFinishLua)
-	claimOnlyRecord = redis.NewScript(claimOnlyRecordLua)
+	claimOnlyFinish = redis.NewScript(claimOnlyPreludeLua + claimOnlyFinishLua)
+	claimOnlyRecord = redis.NewScript(claimOnlyPreludeLua + claimOnlyRecordLua)
 )
 
 // Defaults of the claim-only Options.
@@ -310,15 +313,7 @@ func (o Options) claimOnlyDefaults() (Options, error) {
 	case o.IDMPMaxSize < 1 || o.IDMPMaxSize > MaxIDMPMaxSize:
 		return o, fmt.Errorf("IDMP max size %d: want 1 to %d", o.IDMPMaxSize, MaxIDMPMaxSize)
 	}
-	switch {
-	case o.Window < 0:
-		return o, fmt.Errorf("negative window %v", o.Window)
-	case o.Window == 0:
-		o.Window = DefaultWindow
-	case o.Window < time.Millisecond:
-		return o, fmt.Errorf("window %v is shorter than 1ms", o.Window)
-	}
-	return o, nil
+	return o, defaultMs(&o.Window, DefaultWindow, "window")
 }
 
 // NewClaimOnly connects to Redis (o.Client, or a client made from o.URL)
@@ -465,18 +460,11 @@ func checkClaimOnly(req claim.Request) error {
 	if err := checkJob(req.Job); err != nil {
 		return err
 	}
-	switch {
-	case req.Slot <= 0 || req.Slot >= maxMs:
+	if req.Slot <= 0 || req.Slot >= maxMs {
 		// Stream IDs start above 0-0: slot 0 cannot be a stream-id claim.
 		return fmt.Errorf("slot %d is out of range", req.Slot)
-	case req.Token == "":
-		return errors.New("empty token")
-	case req.MaxLate < 0:
-		return fmt.Errorf("negative maxLate %v", req.MaxLate)
-	case req.Now.IsZero():
-		return errors.New("request has no instance clock reading (Request.Now): a claim-only backend checks late with it")
 	}
-	return nil
+	return store.CheckClaimOnly(req)
 }
 
 // Claim decides req with the backend's strategy (see the doc above). Late

@@ -50,19 +50,16 @@ func init() {
 	store.Register(store.Driver{
 		Name:    "redis",
 		Summary: "Redis: strategy lease (leases, fenced writes) or a claim-only strategy (stream-id, idmp, script, auto)",
-		Keys: []store.Key{
-			{Name: "url", Kind: store.String, Secret: true},
-			{Name: "strategy", Kind: store.String},
-			{Name: "passwordFile", Kind: store.String},
-			{Name: "strategyOptions", Kind: store.Map, Children: []store.Key{
+		Keys: store.NetworkKeys("url",
+			store.Key{Name: "strategy", Kind: store.String},
+			store.Key{Name: "strategyOptions", Kind: store.Map, Children: []store.Key{
 				{Name: "durationSec", Kind: store.Int},
 				{Name: "windowMs", Kind: store.Int},
 			}},
-			{Name: "reloadIntervalMs", Kind: store.Int},
-			{Name: "waitReplicas", Kind: store.Int},
-			{Name: "waitTimeoutMs", Kind: store.Int},
-			store.TLSKey,
-		},
+			store.Key{Name: "reloadIntervalMs", Kind: store.Int},
+			store.Key{Name: "waitReplicas", Kind: store.Int},
+			store.Key{Name: "waitTimeoutMs", Kind: store.Int},
+		),
 		Parse:   parse,
 		Open:    open,
 		Check:   check,
@@ -142,9 +139,9 @@ func open(ctx context.Context, p store.OpenParams) (claim.Backend, error) {
 
 // options are the Options the section gives every use of the server.
 func (c Settings) options() (Options, error) {
-	tc, err := storetls.Config(c.TLS)
+	tc, err := store.TLSConfig("redis", c.TLS)
 	if err != nil {
-		return Options{}, fmt.Errorf("backend.redis.%w", err)
+		return Options{}, err
 	}
 	return Options{URL: c.URL, PasswordFile: c.PasswordFile, TLS: tc,
 		ReloadInterval: time.Duration(c.ReloadIntervalMs) * time.Millisecond,

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/store"
 )
 
 // The lease strategy (docs/spec.md#s3-1-redis-lease, docs/spec.md#s4): the
@@ -128,13 +129,7 @@ type Backend struct {
 	maxLen int64
 }
 
-var (
-	_ claim.Backend  = (*Backend)(nil)
-	_ claim.Leaser   = (*Backend)(nil)
-	_ claim.Pruner   = (*Backend)(nil)
-	_ claim.Batcher  = (*Backend)(nil)
-	_ claim.Recorder = (*Backend)(nil)
-)
+var _ store.LeaseStore = (*Backend)(nil)
 
 // New connects to Redis (o.Client, or a client made from o.URL) and checks
 // that it answers. Its errors never contain a password.

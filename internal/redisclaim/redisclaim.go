@@ -224,16 +224,22 @@ func (o Options) replicationDefaults() (Options, error) {
 	if o.WaitReplicas < 0 || o.WaitReplicas > MaxWaitReplicas {
 		return o, fmt.Errorf("waitReplicas %d: want 0 to %d", o.WaitReplicas, MaxWaitReplicas)
 	}
+	// WAIT's timeout is in milliseconds, and 0 would wait for ever.
+	return o, defaultMs(&o.WaitTimeout, DefaultWaitTimeout, "wait timeout")
+}
+
+// defaultMs sets *d to dflt when it is 0, and refuses a negative *d or one
+// shorter than the millisecond Redis counts in; what names it in errors.
+func defaultMs(d *time.Duration, dflt time.Duration, what string) error {
 	switch {
-	case o.WaitTimeout < 0:
-		return o, fmt.Errorf("negative wait timeout %v", o.WaitTimeout)
-	case o.WaitTimeout == 0:
-		o.WaitTimeout = DefaultWaitTimeout
-	case o.WaitTimeout < time.Millisecond:
-		// WAIT's timeout is in milliseconds, and 0 would wait for ever.
-		return o, fmt.Errorf("wait timeout %v is shorter than 1ms", o.WaitTimeout)
+	case *d < 0:
+		return fmt.Errorf("negative %s %v", what, *d)
+	case *d == 0:
+		*d = dflt
+	case *d < time.Millisecond:
+		return fmt.Errorf("%s %v is shorter than 1ms", what, *d)
 	}
-	return o, nil
+	return nil
 }
 
 // goRedisLog sends go-redis's own messages (dial retries, sentinel and

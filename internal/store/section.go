@@ -1,6 +1,11 @@
 package store
 
-import "github.com/anarchon/anarchon/internal/storetls"
+import (
+	"crypto/tls"
+	"fmt"
+
+	"github.com/anarchon/anarchon/internal/storetls"
+)
 
 // Kind is the YAML shape a key takes.
 type Kind uint8
@@ -35,6 +40,25 @@ var TLSKey = Key{Name: "tls", Kind: Map, Children: []Key{
 	{Name: "serverName", Kind: String},
 	{Name: "insecureSkipVerify", Kind: Bool},
 }}
+
+// NetworkKeys are the keys of the section of a store reached over the
+// network: addr, the server's address (a URL or DSN, which may hold a
+// password), passwordFile (a file whose content overrides that password),
+// the store's own keys, and the tls block (TLSKey).
+func NetworkKeys(addr string, own ...Key) []Key {
+	keys := append([]Key{{Name: addr, Kind: String, Secret: true}, {Name: "passwordFile", Kind: String}}, own...)
+	return append(keys, TLSKey)
+}
+
+// TLSConfig is the client TLS configuration of the tls block t of store
+// name's section (nil: none); its errors name the key (backend.<name>.tls...).
+func TLSConfig(name string, t storetls.Settings) (*tls.Config, error) {
+	c, err := storetls.Config(t)
+	if err != nil {
+		return nil, fmt.Errorf("backend.%s.%w", name, err)
+	}
+	return c, nil
+}
 
 // Section reads one store's section of the crontab (backend.<name>), with
 // the ANARCHON_BACKEND_<NAME>_* overrides applied. Keys are relative to the

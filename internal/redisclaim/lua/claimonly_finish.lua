@@ -32,24 +32,10 @@ if id ~= '' then
     c = fields(e[1][2])
   end
 elseif window > 0 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local from = string.format('%.0f', math.max(now - window, 0))
-  local batch, hi = 8, '+'
-  while not c do
-    local entries = redis.call('XREVRANGE', runs, hi, from, 'COUNT', batch)
-    for _, e in ipairs(entries) do
-      local f = fields(e[2])
-      if f.slot == slot and f.token then
-        c = f
-        break
-      end
-    end
-    if #entries < batch then
-      break
-    end
-    hi = '(' .. entries[#entries][1]
-    batch = 256
+  local _, from = store_window(window)
+  local found, tok, inst = newest_claim(runs, slot, from)
+  if found then
+    c = {slot = slot, token = tok, instance = inst}
   end
 end
 

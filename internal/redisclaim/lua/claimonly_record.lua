@@ -27,39 +27,14 @@
 -- the slot), or {'forgotten'} (stream-id: nothing written, see above).
 local runs, notes = KEYS[1], KEYS[2]
 local slot = ARGV[2]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now, from = store_window(tonumber(ARGV[7]))
 local fields = {'slot', slot, 'token', '', 'note', ARGV[3], 'reason', ARGV[4],
   'held_by', ARGV[5], 'instance', ARGV[6]}
 
--- script: the slot's claim or note within the window, newest first (as
--- script_claim.lua looks for it).
-local function in_window(from)
-  local batch, hi = 8, '+'
-  while true do
-    local entries = redis.call('XREVRANGE', runs, hi, from, 'COUNT', batch)
-    for _, e in ipairs(entries) do
-      local f = e[2]
-      for i = 1, #f, 2 do
-        if f[i] == 'slot' then
-          if f[i + 1] == slot then
-            return true
-          end
-          break
-        end
-      end
-    end
-    if #entries < batch then
-      return false
-    end
-    hi = '(' .. entries[#entries][1]
-    batch = 256
-  end
-end
-
+-- script: the slot's claim or note (a claim whose token is '') within the
+-- window, found as script_claim.lua finds it.
 if ARGV[1] == 'script' then
-  local from = string.format('%.0f', math.max(now - tonumber(ARGV[7]), 0))
-  if in_window(from) then
+  if newest_claim(runs, slot, from) then
     return {'exists'}
   end
   redis.call('XADD', runs, 'MINID', '~', from, '*', unpack(fields))

@@ -34,3 +34,18 @@ local function owned_run(state, slot, token)
   return run
 end
 
+
+-- move_lease moves the lease of slot's run, where it is running under
+-- token, to store now + by, in live and in the run's state. It returns the
+-- run and now; else nil and the reply to return (as owned_run).
+local function move_lease(state, live, slot, token, by)
+  local run, reply = owned_run(state, slot, token)
+  if not run then
+    return nil, reply
+  end
+  local now = store_now()
+  run.lease_until = now + by
+  redis.call('HSET', live, slot, run.lease_until)
+  redis.call('HSET', state, slot, cjson.encode(run))
+  return run, now
+end

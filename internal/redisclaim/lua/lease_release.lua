@@ -9,15 +9,11 @@
 local state, live, history = KEYS[1], KEYS[2], KEYS[3]
 local slot, token = ARGV[1], ARGV[2]
 
-local run, reply = owned_run(state, slot, token)
+local run, reply = move_lease(state, live, slot, token, -1)
 if not run then
   return reply
 end
-local now = store_now()
 redis.call('XADD', history, 'MAXLEN', '~', ARGV[3], '*',
   'event', 'released', 'slot', slot, 'attempt', run.attempt, 'token', token,
   'instance', run.instance)
-run.lease_until = now - 1
-redis.call('HSET', live, slot, run.lease_until)
-redis.call('HSET', state, slot, cjson.encode(run))
 return {'ok'}

@@ -5,14 +5,8 @@
 -- ARGV: slot, token, lease_ms
 -- Reply: {'ok', attempt, now_ms, lease_until_ms} or {'fenced'}.
 local state, live = KEYS[1], KEYS[2]
-local slot, token = ARGV[1], ARGV[2]
-
-local run, reply = owned_run(state, slot, token)
+local run, now = move_lease(state, live, ARGV[1], ARGV[2], tonumber(ARGV[3]))
 if not run then
-  return reply
+  return now -- the reply: {'fenced'} or the error
 end
-local now = store_now()
-run.lease_until = now + tonumber(ARGV[3])
-redis.call('HSET', live, slot, run.lease_until)
-redis.call('HSET', state, slot, cjson.encode(run))
 return {'ok', run.attempt, now, run.lease_until}

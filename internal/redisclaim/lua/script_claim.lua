@@ -18,48 +18,19 @@ local runs = KEYS[1]
 local slot, token, instance = ARGV[1], ARGV[2], ARGV[3]
 local window, max_late = tonumber(ARGV[4]), tonumber(ARGV[5])
 
--- Store time, read here, after every earlier claim of the job has run.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- The window's first ID (ms; '%.0f': never Lua's 1.7e+12 notation).
-local from = string.format('%.0f', math.max(now - window, 0))
+-- Store time, read here, after every earlier claim of the job has run, and
+-- the window's first ID.
+local now, from = store_window(window)
 
--- Newest first, in batches: the losers of a slot find the winner's entry
--- among the newest (a small first batch: every entry read is converted for
--- Lua); only the slot's first claim reads the whole window.
-local batch = 8
-local hi = '+'
-while true do
-  local entries = redis.call('XREVRANGE', runs, hi, from, 'COUNT', batch)
-  for _, e in ipairs(entries) do
-    local f = e[2]
-    local s, tok
-    for i = 1, #f, 2 do
-      local k = f[i]
-      if k == 'slot' then
-        s = f[i + 1]
-        if s ~= slot then
-          break
-        end
-      elseif k == 'token' then
-        tok = f[i + 1]
-      end
-    end
-    if s == slot and tok then
-      return {'found', tok, now, e[1]}
-    end
-  end
-  if #entries < batch then
-    break
-  end
-  hi = '(' .. entries[#entries][1]
-  batch = 256
+local id, tok = newest_claim(runs, slot, from)
+if id then
+  return {'found', tok, now, id}
 end
 
 if now - tonumber(slot) > max_late then
   return {'late', '', now, ''}
 end
 -- Append the caller's claim and forget the entries older than the window.
-local id = redis.call('XADD', runs, 'MINID', '~', from, '*',
+id = redis.call('XADD', runs, 'MINID', '~', from, '*',
   'slot', slot, 'token', token, 'instance', instance)
 return {'added', token, now, id}
