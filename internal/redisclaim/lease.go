@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
-	"github.com/anarchon/anarchon/internal/store"
 )
 
 // The lease strategy (docs/spec.md#s3-1-redis-lease, docs/spec.md#s4): the
@@ -129,7 +128,7 @@ type Backend struct {
 	maxLen int64
 }
 
-var _ store.LeaseStore = (*Backend)(nil)
+var _ claim.LeaseStore = (*Backend)(nil)
 
 // New connects to Redis (o.Client, or a client made from o.URL) and checks
 // that it answers. Its errors never contain a password.

@@ -79,18 +79,6 @@ type Settings interface {
 	Memory() []Limit
 }
 
-// LeaseStore is what the backend of a store that keeps a lease on every
-// run (Settings.Leases) implements: leases, pruning, batches of claims and
-// the notes of slots no attempt ran. Such a store asserts it:
-// var _ store.LeaseStore = (*Backend)(nil).
-type LeaseStore interface {
-	claim.Backend
-	claim.Leaser
-	claim.Pruner
-	claim.Batcher
-	claim.Recorder
-}
-
 // Limit is one bound of a claim-only store's memory of claims.
 type Limit struct {
 	// Key is the key of the section that sets it ("slotTtlMs").
