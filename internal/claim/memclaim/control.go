@@ -10,10 +10,9 @@ import (
 
 // Controls returns a copy of every control record.
 func (b *Backend) Controls(ctx context.Context) ([]claim.Control, error) {
-	if err := ctx.Err(); err != nil {
+	if err := b.lock(ctx, nil); err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.controlErr != nil {
 		return nil, b.controlErr
@@ -29,13 +28,9 @@ func (b *Backend) Controls(ctx context.Context) ([]claim.Control, error) {
 // SetControl writes c if the job's record is at prevVersion; the new
 // version is the old one plus 1.
 func (b *Backend) SetControl(ctx context.Context, c claim.Control, prevVersion int64) (claim.Control, error) {
-	if err := c.Check(); err != nil {
+	if err := b.lock(ctx, c.Check()); err != nil {
 		return claim.Control{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return claim.Control{}, err
-	}
-	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.controlErr != nil {
 		return claim.Control{}, b.controlErr

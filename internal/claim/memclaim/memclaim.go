@@ -60,12 +60,25 @@ func (b *Backend) otherLive(job string, slot int64, now time.Time) bool {
 	return false
 }
 
-// Claim applies claim.Decide under the mutex.
-func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
+// lock locks b.mu for a call under ctx, unless check (the error of the
+// record's Check; nil for none) or ctx refuses it. After a nil error the
+// caller unlocks b.mu.
+func (b *Backend) lock(ctx context.Context, check error) error {
+	if check != nil {
+		return check
+	}
 	if err := ctx.Err(); err != nil {
-		return claim.Result{}, err
+		return err
 	}
 	b.mu.Lock()
+	return nil
+}
+
+// Claim applies claim.Decide under the mutex.
+func (b *Backend) Claim(ctx context.Context, req claim.Request) (claim.Result, error) {
+	if err := b.lock(ctx, nil); err != nil {
+		return claim.Result{}, err
+	}
 	defer b.mu.Unlock()
 	return b.decide(req), nil
 }
@@ -84,10 +97,9 @@ func (b *Backend) decide(req claim.Request) claim.Result {
 // ClaimBatch applies claim.Decide to each request in order, under the
 // mutex: the whole batch is one atomic step, as one round trip would be.
 func (b *Backend) ClaimBatch(ctx context.Context, reqs []claim.Request) ([]claim.Result, error) {
-	if err := ctx.Err(); err != nil {
+	if err := b.lock(ctx, nil); err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]claim.Result, len(reqs))
 	for i, req := range reqs {
