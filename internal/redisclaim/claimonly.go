@@ -6,8 +6,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -593,13 +591,7 @@ func (b *ClaimOnly) decideByToken(req claim.Request, rec claimRecord, ok bool, i
 func (b *ClaimOnly) remember(req claim.Request, id string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.claims) >= maxClaims {
-		keys := slices.Collect(maps.Keys(b.claims))
-		slices.SortFunc(keys, func(x, y claimKey) int { return cmp.Compare(x.slot, y.slot) })
-		for _, k := range keys[:len(keys)/2] {
-			delete(b.claims, k)
-		}
-	}
+	store.Forget(b.claims, maxClaims, func(k claimKey) int64 { return k.slot })
 	b.claims[claimKey{req.Job, req.Slot}] = claimEntry{id: id, token: req.Token, instance: req.Instance}
 }
 
