@@ -512,6 +512,20 @@ func (b *ClaimOnly) withIndex(ctx context.Context, job string, write func(c redi
 	return cmd
 }
 
+// evalScript runs script on the job's keys (withIndex) and returns its
+// reply; on NOSCRIPT (after a restart or SCRIPT FLUSH) it is sent again
+// with EVAL, as the lease claim is.
+func (b *ClaimOnly) evalScript(ctx context.Context, job string, script *redis.Script, keys []string, args ...any) ([]any, error) {
+	cmd := b.withIndex(ctx, job, func(p redis.Cmdable) redis.Cmder {
+		return script.EvalSha(ctx, p, keys, args...)
+	})
+	reply := cmd.(*redis.Cmd)
+	if redis.HasErrorPrefix(reply.Err(), "NOSCRIPT") {
+		reply = script.Eval(ctx, b.c, keys, args...)
+	}
+	return reply.Slice()
+}
+
 // fields of a claim entry in :runs.
 func claimFields(req claim.Request) []any {
 	return []any{"slot", req.Slot, "token", string(req.Token), "instance", req.Instance, "at", req.Now.UnixMilli()}
