@@ -107,28 +107,35 @@ func (b *Backend) Controls(ctx context.Context) ([]claim.Control, error) {
 	if err != nil || kv == nil {
 		return nil, err
 	}
-	w, err := kv.Watch(ctx, b.ns+".*", jetstream.IgnoreDeletes())
+	return readAll(ctx, kv, b.ns, "control records", b.parseControl)
+}
+
+// readAll reads the last entry of each of the namespace ns's keys of kv
+// with one short-lived watch, each parsed by parse; records names what
+// they are in errors ("control records").
+func readAll[T any](ctx context.Context, kv jetstream.KeyValue, ns, records string, parse func(jetstream.KeyValueEntry) (T, error)) ([]T, error) {
+	w, err := kv.Watch(ctx, ns+".*", jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, controlRefusal(fmt.Errorf("read control records: %w", err), kv.Bucket())
+		return nil, controlRefusal(fmt.Errorf("read %s: %w", records, err), kv.Bucket())
 	}
 	defer w.Stop() //nolint:errcheck // the watch's consumer is ephemeral
-	var out []claim.Control
+	var out []T
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("read control records: %w", ctx.Err())
+			return nil, fmt.Errorf("read %s: %w", records, ctx.Err())
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, errors.New("read control records: the watch ended early")
+				return nil, fmt.Errorf("read %s: the watch ended early", records)
 			}
 			if e == nil {
 				return out, nil // every key's last entry delivered
 			}
-			c, err := b.parseControl(e)
+			v, err := parse(e)
 			if err != nil {
-				return nil, fmt.Errorf("read control records: %w", err)
+				return nil, fmt.Errorf("read %s: %w", records, err)
 			}
-			out = append(out, c)
+			out = append(out, v)
 		}
 	}
 }

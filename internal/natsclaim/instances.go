@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -134,33 +134,12 @@ func (b *Backend) Instances(ctx context.Context) ([]claim.Instance, time.Time, e
 // readInstances reads the namespace's keys with one short-lived watch;
 // live drops the records past their retention.
 func (b *Backend) readInstances(ctx context.Context, kv jetstream.KeyValue, live bool) ([]claim.Instance, error) {
-	w, err := kv.Watch(ctx, b.ns+".*", jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, controlRefusal(fmt.Errorf("read instance records: %w", err), kv.Bucket())
-	}
-	defer w.Stop() //nolint:errcheck // the watch's consumer is ephemeral
-	var out []claim.Instance
 	now := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("read instance records: %w", ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("read instance records: the watch ended early")
-			}
-			if e == nil {
-				return out, nil
-			}
-			i, err := parseInstance(e)
-			if err != nil {
-				return nil, fmt.Errorf("read instance records: %w", err)
-			}
-			if !live || !i.Gone(now) {
-				out = append(out, i)
-			}
-		}
+	out, err := readAll(ctx, kv, b.ns, "instance records", parseInstance)
+	if err != nil || !live {
+		return out, err
 	}
+	return slices.DeleteFunc(out, func(i claim.Instance) bool { return i.Gone(now) }), nil
 }
 
 // parseInstance reads one entry, stamped with its server time.

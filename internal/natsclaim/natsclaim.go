@@ -143,13 +143,11 @@
 package natsclaim
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -733,13 +731,7 @@ const maxOwners = 4096
 func (b *Backend) remember(req claim.Request) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.owners) >= maxOwners {
-		keys := slices.Collect(maps.Keys(b.owners))
-		slices.SortFunc(keys, func(x, y ownerKey) int { return cmp.Compare(x.slot, y.slot) })
-		for _, k := range keys[:len(keys)/2] {
-			delete(b.owners, k)
-		}
-	}
+	store.Forget(b.owners, maxOwners, func(k ownerKey) int64 { return k.slot })
 	b.owners[ownerKey{req.Job, req.Slot, req.Token}] = req.Instance
 }
 

@@ -6,8 +6,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -514,6 +512,20 @@ func (b *ClaimOnly) withIndex(ctx context.Context, job string, write func(c redi
 	return cmd
 }
 
+// evalScript runs script on the job's keys (withIndex) and returns its
+// reply; on NOSCRIPT (after a restart or SCRIPT FLUSH) it is sent again
+// with EVAL, as the lease claim is.
+func (b *ClaimOnly) evalScript(ctx context.Context, job string, script *redis.Script, keys []string, args ...any) ([]any, error) {
+	cmd := b.withIndex(ctx, job, func(p redis.Cmdable) redis.Cmder {
+		return script.EvalSha(ctx, p, keys, args...)
+	})
+	reply := cmd.(*redis.Cmd)
+	if redis.HasErrorPrefix(reply.Err(), "NOSCRIPT") {
+		reply = script.Eval(ctx, b.c, keys, args...)
+	}
+	return reply.Slice()
+}
+
 // fields of a claim entry in :runs.
 func claimFields(req claim.Request) []any {
 	return []any{"slot", req.Slot, "token", string(req.Token), "instance", req.Instance, "at", req.Now.UnixMilli()}
@@ -593,13 +605,7 @@ func (b *ClaimOnly) decideByToken(req claim.Request, rec claimRecord, ok bool, i
 func (b *ClaimOnly) remember(req claim.Request, id string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.claims) >= maxClaims {
-		keys := slices.Collect(maps.Keys(b.claims))
-		slices.SortFunc(keys, func(x, y claimKey) int { return cmp.Compare(x.slot, y.slot) })
-		for _, k := range keys[:len(keys)/2] {
-			delete(b.claims, k)
-		}
-	}
+	store.Forget(b.claims, maxClaims, func(k claimKey) int64 { return k.slot })
 	b.claims[claimKey{req.Job, req.Slot}] = claimEntry{id: id, token: req.Token, instance: req.Instance}
 }
 

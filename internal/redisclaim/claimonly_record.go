@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
@@ -43,20 +42,13 @@ func (b *ClaimOnly) Record(ctx context.Context, n claim.Note) (bool, error) {
 	return ok, nil
 }
 
-// recordScript runs the record script of stream-id and script (EVAL again
-// on NOSCRIPT).
+// recordScript runs the record script of stream-id and script
+// (evalScript).
 func (b *ClaimOnly) recordScript(ctx context.Context, n claim.Note) (bool, error) {
 	keys := []string{b.runsKey(n.Job), b.notesKey(n.Job)}
 	args := []any{b.strategy, n.Slot, string(n.Status), n.Reason, n.HeldBy, n.Instance,
 		b.window.Milliseconds(), b.maxLen}
-	cmd := b.withIndex(ctx, n.Job, func(p redis.Cmdable) redis.Cmder {
-		return claimOnlyRecord.EvalSha(ctx, p, keys, args...)
-	})
-	rec := cmd.(*redis.Cmd)
-	if redis.HasErrorPrefix(rec.Err(), "NOSCRIPT") {
-		rec = claimOnlyRecord.Eval(ctx, b.c, keys, args...)
-	}
-	v, err := rec.Slice()
+	v, err := b.evalScript(ctx, n.Job, claimOnlyRecord, keys, args...)
 	if err != nil {
 		return false, err
 	}

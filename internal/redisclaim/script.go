@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/anarchon/anarchon/internal/claim"
@@ -13,20 +12,12 @@ import (
 // The script strategy (docs/spec.md#s3-2-script; see claimonly.go): one Lua
 // script over the stream's entries of the last window.
 
-// claimScript runs the claim script (withIndex; EVAL again on NOSCRIPT, as
-// the lease claim does). It
-// returns the entry ID of the run's claim.
+// claimScript runs the claim script (evalScript). It returns the entry ID
+// of the run's claim.
 func (b *ClaimOnly) claimScript(ctx context.Context, req claim.Request) (claim.Result, string, error) {
 	keys := []string{b.runsKey(req.Job)}
 	args := []any{req.Slot, string(req.Token), req.Instance, b.window.Milliseconds(), req.MaxLate.Milliseconds()}
-	cmd := b.withIndex(ctx, req.Job, func(p redis.Cmdable) redis.Cmder {
-		return scriptClaim.EvalSha(ctx, p, keys, args...)
-	})
-	decide := cmd.(*redis.Cmd)
-	if redis.HasErrorPrefix(decide.Err(), "NOSCRIPT") {
-		decide = scriptClaim.Eval(ctx, b.c, keys, args...)
-	}
-	v, err := decide.Slice()
+	v, err := b.evalScript(ctx, req.Job, scriptClaim, keys, args...)
 	if err != nil {
 		return claim.Result{}, "", err
 	}
