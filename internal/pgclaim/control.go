@@ -60,15 +60,7 @@ const (
 
 // Controls returns every control record of the table.
 func (b *Backend) Controls(ctx context.Context) ([]claim.Control, error) {
-	rows, err := b.pool.Query(ctx, b.names.expand(listControlSQL))
-	if err != nil {
-		return nil, b.wrap(fmt.Errorf("read control records: %w", err))
-	}
-	out, err := pgx.CollectRows(rows, rowTo(sqlclaim.ScanControl))
-	if err != nil {
-		return nil, b.wrap(fmt.Errorf("read control records: %w", err))
-	}
-	return out, nil
+	return queryAll(ctx, b, "read control records", sqlclaim.ScanControl, b.names.expand(listControlSQL))
 }
 
 // SetControl writes c over the record at prevVersion in one statement.

@@ -691,13 +691,21 @@ func (b *Backend) ListRuns(ctx context.Context, q claim.ListQuery) ([]claim.Run,
 	case q.Job != "":
 		query, args = b.sql.listJobRuns, append(args, q.Job)
 	}
+	return queryAll(ctx, b, "list runs", sqlclaim.ScanRun, query, args...)
+}
+
+// queryAll runs query and reads every row it returns with scan; what
+// names the reading in its errors.
+func queryAll[T any](ctx context.Context, b *Backend, what string, scan func(sqlclaim.Scanner) (T, error),
+	query string, args ...any,
+) ([]T, error) {
 	rows, err := b.pool.Query(ctx, query, args...)
 	if err != nil {
-		return nil, b.wrap(fmt.Errorf("list runs: %w", err))
+		return nil, b.wrap(fmt.Errorf("%s: %w", what, err))
 	}
-	out, err := pgx.CollectRows(rows, rowTo(sqlclaim.ScanRun))
+	out, err := pgx.CollectRows(rows, rowTo(scan))
 	if err != nil {
-		return nil, b.wrap(fmt.Errorf("list runs: %w", err))
+		return nil, b.wrap(fmt.Errorf("%s: %w", what, err))
 	}
 	return out, nil
 }

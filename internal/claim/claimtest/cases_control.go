@@ -62,13 +62,7 @@ func controlOf(ctx context.Context, t *testing.T, b claim.Backend, job string) c
 	if err != nil {
 		t.Fatalf("Controls: %v", err)
 	}
-	var out claim.Control
-	n := 0
-	for _, c := range all {
-		if c.Job == job {
-			out, n = c, n+1
-		}
-	}
+	out, n := findAll(all, func(c claim.Control) bool { return c.Job == job })
 	if n > 1 {
 		t.Fatalf("Controls lists %d records of %s, want one: %+v", n, job, all)
 	}
@@ -210,24 +204,6 @@ func (s *suite) testControlRace(t *testing.T) {
 		}
 		prev = got.Version
 	}
-}
-
-// exerciseControl runs the Control cases when probe is a claim.Controller,
-// and fails when the harness says it is one and it is not.
-func (s *suite) exerciseControl(t *testing.T, probe claim.Backend) {
-	t.Helper()
-	if !has[claim.Controller](t, probe, s.h.Controller) {
-		return
-	}
-	t.Run("Control", func(t *testing.T) {
-		s.run(t, "SetThenRead", s.testControlSetThenRead)
-		s.run(t, "StaleVersion", s.testControlStaleVersion)
-		s.run(t, "Until", s.testControlUntil)
-		s.run(t, "Resume", s.testControlResume)
-		s.run(t, "JobsApart", s.testControlJobsApart)
-		s.run(t, "Race", s.testControlRace)
-		s.run(t, "Triggers", s.testControlTriggers)
-	})
 }
 
 // triggerOf is a trigger of the run at slot.

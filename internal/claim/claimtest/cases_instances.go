@@ -14,22 +14,6 @@ import (
 // store's time where it has a clock, renewed in place by the next beat,
 // still listed (not alive) after it expires, and gone after its retention.
 
-// exerciseRegistry runs the Registry cases when probe is one.
-func (s *suite) exerciseRegistry(t *testing.T, probe claim.Backend) {
-	t.Helper()
-	if !has[claim.Registry](t, probe, s.h.Registry) {
-		return
-	}
-	t.Run("Registry", func(t *testing.T) {
-		s.run(t, "BeatThenListed", s.testBeatThenListed)
-		s.run(t, "Renew", s.testBeatRenew)
-		s.run(t, "Skew", s.testBeatSkew)
-		s.run(t, "Expires", s.testBeatExpires)
-		s.run(t, "Pruned", s.testBeatPruned)
-		s.run(t, "Apart", s.testBeatApart)
-	})
-}
-
 // instanceOf is a record of a fresh instance, beating now by the local
 // clock.
 func instanceOf(what string) claim.Instance {
@@ -62,13 +46,7 @@ func listed(ctx context.Context, t *testing.T, b claim.Backend, name string) (cl
 	if now.IsZero() {
 		now = time.Now()
 	}
-	var out claim.Instance
-	n := 0
-	for _, i := range all {
-		if i.Name == name {
-			out, n = i, n+1
-		}
-	}
+	out, n := findAll(all, func(i claim.Instance) bool { return i.Name == name })
 	if n > 1 {
 		t.Fatalf("Instances lists %s %d times", name, n)
 	}

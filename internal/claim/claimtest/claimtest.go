@@ -151,104 +151,166 @@ func Exercise(t *testing.T, h Harness) {
 	h = h.withDefaults()
 	probe := h.New(t)
 	_, leaser := probe.(claim.Leaser)
-	_, pruner := probe.(claim.Pruner)
 	s := &suite{h: h, leaser: leaser}
+	for _, g := range s.groups(t, probe) {
+		if !g.on {
+			continue
+		}
+		t.Run(g.name, func(t *testing.T) {
+			for _, c := range g.cases {
+				if c.f != nil {
+					s.run(t, c.name, c.f)
+				}
+			}
+		})
+	}
+}
 
-	t.Run("Claim", func(t *testing.T) {
-		s.run(t, "FirstClaimWins", s.testFirstClaimWins)
-		s.run(t, "ResentTokenWins", s.testResentTokenWins)
-		s.run(t, "OtherTokenLoses", s.testOtherTokenLoses)
-		s.run(t, "Late", s.testLate)
-		s.run(t, "WithinMaxLate", s.testWithinMaxLate)
-		s.run(t, "FinishThenListed", s.testFinishThenListed)
-		s.run(t, "ClaimedAhead", s.testClaimedAhead)
-		s.run(t, "Race", s.testRace)
-	})
-	if !leaser {
-		t.Run("ClaimOnly", func(t *testing.T) {
-			s.run(t, "LateUsesInstanceClock", s.testLateUsesInstanceClock)
-		})
+// group is the cases of one capability, run as subtests of name when on.
+type group struct {
+	name  string
+	on    bool
+	cases []testCase
+}
+
+// testCase is one case of a group; a nil f leaves it out.
+type testCase struct {
+	name string
+	f    func(t *testing.T)
+}
+
+// only returns f when on, else nil: a case of a group that needs more than
+// the group's capability.
+func only(on bool, f func(t *testing.T)) func(t *testing.T) {
+	if on {
+		return f
 	}
-	if leaser {
-		t.Run("Lease", func(t *testing.T) {
-			s.run(t, "StoreTime", s.testStoreTime)
-			s.run(t, "IgnoresInstanceClock", s.testIgnoresInstanceClock)
-			s.run(t, "ReadShowsClaim", s.testReadShowsClaim)
-			s.run(t, "ReadNotFound", s.testReadNotFound)
-			s.run(t, "DoneAfterFinish", s.testDoneAfterFinish)
-			s.run(t, "FinishRecords", s.testFinishRecords)
-			s.run(t, "ListRuns", s.testListRuns)
-			s.run(t, "OverlapSkip", s.testOverlapSkip)
-			s.run(t, "OverlapAllow", s.testOverlapAllow)
-			s.run(t, "OverlapAfterFinish", s.testOverlapAfterFinish)
-			s.run(t, "OverlapOtherJob", s.testOverlapOtherJob)
-			s.run(t, "OverlapIgnoresExpiredLease", s.testOverlapIgnoresExpiredLease)
-			s.run(t, "OverlapGuardsTakeover", s.testOverlapGuardsTakeover)
-			s.run(t, "OverlapAllowTakeover", s.testOverlapAllowTakeover)
-			s.run(t, "OverlapReplace", s.testOverlapReplace)
-			s.run(t, "OverlapReplaceGuardsTakeover", s.testOverlapReplaceGuardsTakeover)
-			s.run(t, "OverlapQueue", s.testOverlapQueue)
-			s.run(t, "Takeover", s.testTakeover)
-			s.run(t, "ResentClaimAfterExpiry", s.testResentClaimAfterExpiry)
-			s.run(t, "AttemptsRunOut", s.testAttemptsRunOut)
-			s.run(t, "RenewExtends", s.testRenewExtends)
-			s.run(t, "FinishedIsFenced", s.testFinishedIsFenced)
-			s.run(t, "FinishResent", s.testFinishResent)
-			s.run(t, "Release", s.testRelease)
-			s.run(t, "TakeoverRace", s.testTakeoverRace)
-			s.run(t, "OverlapRace", s.testOverlapRace)
-		})
+	return nil
+}
+
+// groups lists the cases of every capability, each group on when probe's
+// backend has the capability. It fails t when the harness documents a
+// capability that probe lacks.
+func (s *suite) groups(t *testing.T, probe claim.Backend) []group {
+	t.Helper()
+	leaser := s.leaser
+	_, pruner := probe.(claim.Pruner)
+	_, batcher := probe.(claim.Batcher)
+	_, preparer := probe.(claim.Preparer)
+	_, recorder := probe.(claim.Recorder)
+	_, countPruner := probe.(claim.CountPruner)
+	return []group{
+		{"Claim", true, s.claimCases()},
+		{"ClaimOnly", !leaser, []testCase{{"LateUsesInstanceClock", s.testLateUsesInstanceClock}}},
+		{"Lease", leaser, s.leaseCases()},
+		{"Batch", batcher, []testCase{
+			{"DecidesEachInOrder", s.testBatchDecidesEachInOrder},
+			{"Overlap", only(leaser, s.testBatchOverlap)},
+			{"Race", s.testBatchRace},
+		}},
+		{"Prepared", preparer, []testCase{
+			{"Race", s.testPreparedRace},
+			{"DuringRace", s.testPreparedDuringRace},
+			{"Resent", s.testPreparedResent},
+		}},
+		{"Record", recorder, s.recordCases(pruner)},
+		{"Control", has[claim.Controller](t, probe, s.h.Controller), s.controlCases()},
+		{"Registry", has[claim.Registry](t, probe, s.h.Registry), s.registryCases()},
+		{"Refused", s.h.Permanent != nil, []testCase{{"IsPermanent", s.testRefusedIsPermanent}}},
+		{"Keep", countPruner && leaser, []testCase{
+			{"KeepsTheNewest", s.testKeep},
+			{"RefusesBadArgs", s.testKeepRefusesBadArgs},
+		}},
+		{"Prune", pruner, []testCase{
+			{"DeletesOldFinished", s.testPrune},
+			{"PrunedSlotIsLate", s.testPrunedSlotIsLate},
+			{"LostClaimIsNotTakenOver", only(leaser, s.testLostClaim)},
+		}},
 	}
-	if _, ok := probe.(claim.Batcher); ok {
-		t.Run("Batch", func(t *testing.T) {
-			s.run(t, "DecidesEachInOrder", s.testBatchDecidesEachInOrder)
-			if leaser {
-				s.run(t, "Overlap", s.testBatchOverlap)
-			}
-			s.run(t, "Race", s.testBatchRace)
-		})
+}
+
+// claimCases are the cases every backend runs.
+func (s *suite) claimCases() []testCase {
+	return []testCase{
+		{"FirstClaimWins", s.testFirstClaimWins},
+		{"ResentTokenWins", s.testResentTokenWins},
+		{"OtherTokenLoses", s.testOtherTokenLoses},
+		{"Late", s.testLate},
+		{"WithinMaxLate", s.testWithinMaxLate},
+		{"FinishThenListed", s.testFinishThenListed},
+		{"ClaimedAhead", s.testClaimedAhead},
+		{"Race", s.testRace},
 	}
-	if _, ok := probe.(claim.Preparer); ok {
-		t.Run("Prepared", func(t *testing.T) {
-			s.run(t, "Race", s.testPreparedRace)
-			s.run(t, "DuringRace", s.testPreparedDuringRace)
-			s.run(t, "Resent", s.testPreparedResent)
-		})
+}
+
+// leaseCases are the cases of a claim.Leaser.
+func (s *suite) leaseCases() []testCase {
+	return []testCase{
+		{"StoreTime", s.testStoreTime},
+		{"IgnoresInstanceClock", s.testIgnoresInstanceClock},
+		{"ReadShowsClaim", s.testReadShowsClaim},
+		{"ReadNotFound", s.testReadNotFound},
+		{"DoneAfterFinish", s.testDoneAfterFinish},
+		{"FinishRecords", s.testFinishRecords},
+		{"ListRuns", s.testListRuns},
+		{"OverlapSkip", s.testOverlapSkip},
+		{"OverlapAllow", s.testOverlapAllow},
+		{"OverlapAfterFinish", s.testOverlapAfterFinish},
+		{"OverlapOtherJob", s.testOverlapOtherJob},
+		{"OverlapIgnoresExpiredLease", s.testOverlapIgnoresExpiredLease},
+		{"OverlapGuardsTakeover", s.testOverlapGuardsTakeover},
+		{"OverlapAllowTakeover", s.testOverlapAllowTakeover},
+		{"OverlapReplace", s.testOverlapReplace},
+		{"OverlapReplaceGuardsTakeover", s.testOverlapReplaceGuardsTakeover},
+		{"OverlapQueue", s.testOverlapQueue},
+		{"Takeover", s.testTakeover},
+		{"ResentClaimAfterExpiry", s.testResentClaimAfterExpiry},
+		{"AttemptsRunOut", s.testAttemptsRunOut},
+		{"RenewExtends", s.testRenewExtends},
+		{"FinishedIsFenced", s.testFinishedIsFenced},
+		{"FinishResent", s.testFinishResent},
+		{"Release", s.testRelease},
+		{"TakeoverRace", s.testTakeoverRace},
+		{"OverlapRace", s.testOverlapRace},
 	}
-	if _, ok := probe.(claim.Recorder); ok {
-		t.Run("Record", func(t *testing.T) {
-			s.run(t, "ThenListed", s.testRecordThenListed)
-			s.run(t, "SlotIsFinal", s.testRecordedSlotIsFinal)
-			s.run(t, "KeepsTheRun", s.testRecordKeepsTheRun)
-			s.run(t, "Twice", s.testRecordTwice)
-			s.run(t, "ListSelectsStatuses", s.testListSelectsStatuses)
-			s.run(t, "Race", s.testRecordRace)
-			if pruner {
-				s.run(t, "Prune", s.testPruneNotes)
-			}
-		})
+}
+
+// recordCases are the cases of a claim.Recorder; pruner adds the case of
+// a claim.Pruner's notes.
+func (s *suite) recordCases(pruner bool) []testCase {
+	return []testCase{
+		{"ThenListed", s.testRecordThenListed},
+		{"SlotIsFinal", s.testRecordedSlotIsFinal},
+		{"KeepsTheRun", s.testRecordKeepsTheRun},
+		{"Twice", s.testRecordTwice},
+		{"ListSelectsStatuses", s.testListSelectsStatuses},
+		{"Race", s.testRecordRace},
+		{"Prune", only(pruner, s.testPruneNotes)},
 	}
-	s.exerciseControl(t, probe)
-	s.exerciseRegistry(t, probe)
-	if h.Permanent != nil {
-		t.Run("Refused", func(t *testing.T) {
-			s.run(t, "IsPermanent", s.testRefusedIsPermanent)
-		})
+}
+
+// controlCases are the cases of a claim.Controller.
+func (s *suite) controlCases() []testCase {
+	return []testCase{
+		{"SetThenRead", s.testControlSetThenRead},
+		{"StaleVersion", s.testControlStaleVersion},
+		{"Until", s.testControlUntil},
+		{"Resume", s.testControlResume},
+		{"JobsApart", s.testControlJobsApart},
+		{"Race", s.testControlRace},
+		{"Triggers", s.testControlTriggers},
 	}
-	if _, ok := probe.(claim.CountPruner); ok && leaser {
-		t.Run("Keep", func(t *testing.T) {
-			s.run(t, "KeepsTheNewest", s.testKeep)
-			s.run(t, "RefusesBadArgs", s.testKeepRefusesBadArgs)
-		})
-	}
-	if pruner {
-		t.Run("Prune", func(t *testing.T) {
-			s.run(t, "DeletesOldFinished", s.testPrune)
-			s.run(t, "PrunedSlotIsLate", s.testPrunedSlotIsLate)
-			if leaser {
-				s.run(t, "LostClaimIsNotTakenOver", s.testLostClaim)
-			}
-		})
+}
+
+// registryCases are the cases of a claim.Registry.
+func (s *suite) registryCases() []testCase {
+	return []testCase{
+		{"BeatThenListed", s.testBeatThenListed},
+		{"Renew", s.testBeatRenew},
+		{"Skew", s.testBeatSkew},
+		{"Expires", s.testBeatExpires},
+		{"Pruned", s.testBeatPruned},
+		{"Apart", s.testBeatApart},
 	}
 }
 
@@ -426,6 +488,17 @@ func has[T any](t *testing.T, probe claim.Backend, documented bool) bool {
 		t.Errorf("Harness.%s is set, but %T is not a %v", typ.Name(), probe, typ)
 	}
 	return ok
+}
+
+// findAll returns the last element of all that match picks, and how many
+// it picks.
+func findAll[T any](all []T, match func(T) bool) (last T, n int) {
+	for _, x := range all {
+		if match(x) {
+			last, n = x, n+1
+		}
+	}
+	return last, n
 }
 
 // awaitExpired waits until the store says the lease of (job, slot) has
