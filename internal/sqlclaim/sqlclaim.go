@@ -1,10 +1,12 @@
 // Package sqlclaim is what the two SQL lease backends, pgclaim and
 // sqliteclaim, share: how the rows of runs and control records read back,
-// Read's answer, and the upsert of an instance record. Each backend keeps its own schema and
+// Read's answer, the upsert of an instance record, and the check that no
+// released migration has changed. Each backend keeps its own schema and
 // statements; these parts are written alike in both dialects.
 package sqlclaim
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"time"
 
@@ -114,3 +116,21 @@ const UpsertInstance = `ON CONFLICT (name) DO UPDATE SET host = excluded.host, p
 			retain_ms = excluded.retain_ms, skew_ms = excluded.skew_ms,
 			jobs = excluded.jobs, jobs_hash = excluded.jobs_hash
 		RETURNING ` + InstanceColumns
+
+// ChangedMigrations compares a backend's migrations with the sha256 (hex)
+// of each released one and returns one line per released migration whose
+// text has changed. A released migration is applied once to a store, so
+// an edit, whichever shared constant it comes from, would never reach the
+// stores already past it; a new migration appends its hash.
+func ChangedMigrations(migrations, released []string) []string {
+	if len(migrations) < len(released) {
+		return []string{fmt.Sprintf("%d migrations, %d released", len(migrations), len(released))}
+	}
+	var changed []string
+	for i, want := range released {
+		if got := fmt.Sprintf("%x", sha256.Sum256([]byte(migrations[i]))); got != want {
+			changed = append(changed, fmt.Sprintf("migration %d changed: sha256 %s, released %s", i+1, got, want))
+		}
+	}
+	return changed
+}
