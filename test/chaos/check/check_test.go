@@ -438,7 +438,7 @@ func TestCheck(t *testing.T) {
 			name: "takeover won, unlogged, by an instance killed at once; the next within the bound of that kill: excused", lease: true,
 			setup: func(t *testing.T, f *fx) { lostSecondAttempt(f, 37.5) },
 			check: func(t *testing.T, r Report) {
-				if !excused(r, KindTakeover, "attempt 2 left no trace", "chaos-1 won it and was killed") {
+				if !excused(r, KindTakeover, "attempt 2 left no trace", "won and lost before its winner logged the claim", "chaos-1 (faults.jsonl:3 kill chaos-1") {
 					t.Errorf("excused %v, want the lost attempt 2 excused by chaos-1's kill", r.Excused)
 				}
 			},
@@ -447,6 +447,20 @@ func TestCheck(t *testing.T) {
 			name: "takeover won, unlogged, by an instance killed at once; the next past the bound of that kill: a violation", lease: true,
 			want: []string{KindTakeover}, slot: slot30,
 			setup: func(t *testing.T, f *fx) { lostSecondAttempt(f, 39.5) },
+		},
+		{
+			name: "takeover won, unlogged, by the restarted runner cut off at once; the next within the bound of that cut: excused", lease: true,
+			setup: func(t *testing.T, f *fx) { restartedRunnerCut(f, 38.5) },
+			check: func(t *testing.T, r Report) {
+				if !excused(r, KindTakeover, "attempt 2 left no trace", "won and lost before its winner logged the claim", "chaos-0 (chaos-0 cut") {
+					t.Errorf("excused %v, want the lost attempt 2 excused by chaos-0's cut", r.Excused)
+				}
+			},
+		},
+		{
+			name: "takeover won, unlogged, by the restarted runner cut off at once; the next past the bound of that cut: a violation", lease: true,
+			want: []string{KindTakeover}, slot: slot30,
+			setup: func(t *testing.T, f *fx) { restartedRunnerCut(f, 39.5) },
 		},
 		{
 			name: "takeover in the store but its winner lived: a violation", lease: true,
@@ -1172,6 +1186,18 @@ func lostSecondAttempt(f *fx, startSec float64) {
 	slot := at(30)
 	f.faults = append(f.faults, Fault{AtMs: at(34.2), Kind: FaultKill, Instance: 1},
 		Fault{AtMs: at(35), Kind: FaultStart, Instance: 1})
+	f.runs = append(f.runs, jrun{slot, 2, 3, tok(slot, 3, 2), at(startSec), at(startSec + 0.05), 0, "ok"})
+	f.setStatus(row(slot, 3, 2, tok(slot, 3, 2), "succeeded", 0))
+}
+
+// restartedRunnerCut has chaos-0 die at 31 s in slot 30's job (bound 36
+// s), restart at 33 s, win attempt 2 unlogged and be cut off from the
+// store at 34 s (bound 39 s), and chaos-2 start attempt 3 at startSec.
+func restartedRunnerCut(f *fx, startSec float64) {
+	killAt30(f)
+	slot := at(30)
+	f.faults = append(f.faults, Fault{AtMs: at(34), Kind: FaultCut, Instance: 0, Detail: "cut 3000ms"},
+		Fault{AtMs: at(37), Kind: FaultHeal, Instance: 0})
 	f.runs = append(f.runs, jrun{slot, 2, 3, tok(slot, 3, 2), at(startSec), at(startSec + 0.05), 0, "ok"})
 	f.setStatus(row(slot, 3, 2, tok(slot, 3, 2), "succeeded", 0))
 }

@@ -337,13 +337,19 @@ func (c *checker) unloggedTakeover(a *attempt, f FaultLine, deadline int64) stri
 }
 
 // lostAttempt returns why attempt a.num+1 left no trace although the store
-// holds a later one: another instance won it and was killed in the
-// takeover window before it logged the claim or started the job, and the
-// next attempt that left a trace started within the bound of that kill
-// (its lease had to run out first); "" otherwise.
+// holds a later one: an instance won it and, in the takeover window, was
+// killed, paused or cut off from the store before it logged the claim or
+// started the job (the answer of a claim the store committed is lost with
+// the connection), and the next attempt that left a trace started within
+// the bound of that fault (the lost attempt's lease had to run out
+// first). The winner may be the dead runner's own instance, restarted.
+// "" otherwise.
 func (c *checker) lostAttempt(a *attempt, f FaultLine, deadline int64) string {
 	s, found := c.statusOf(a.key)
 	if !found || s.Attempt <= a.num+1 {
+		return ""
+	}
+	if _, _, traced := c.nextAttempt(a); traced {
 		return ""
 	}
 	var next *attempt
@@ -357,14 +363,26 @@ func (c *checker) lostAttempt(a *attempt, f FaultLine, deadline int64) string {
 	}
 	j := c.job(a.key.job)
 	bound := j.LeaseMs + j.HeartbeatMs + c.r.Info.EpsilonMs
+	var who []string
 	for i := range c.r.Info.Instances {
-		if i == a.inst || i == next.inst {
+		from := f.AtMs
+		if i == a.inst { // its new process, if it was restarted in the window
+			r, ok := c.tl.restartIn(i, f.AtMs, deadline)
+			if !ok {
+				continue
+			}
+			from = r
+		}
+		if i == next.inst {
 			continue
 		}
-		if d, died := c.tl.deathIn(i, f.AtMs, deadline); died && next.startMs() <= d.AtMs+bound {
-			return fmt.Sprintf("attempt %d left no trace, but the store holds attempt %d (%s): %s won it and was killed (%s) before it logged the claim; attempt %d started at %s, within the bound (%d ms) of that kill",
-				a.num+1, s.Attempt, s.Where(), instName(i), faultText(d), next.num, msText(next.startMs()), bound)
+		if h, why, hit := c.tl.hindranceIn(i, from, deadline); hit && next.startMs() <= h+bound {
+			who = append(who, fmt.Sprintf("%s (%s)", instName(i), why))
 		}
 	}
-	return ""
+	if who == nil {
+		return ""
+	}
+	return fmt.Sprintf("attempt %d left no trace, but the store holds attempt %d (%s): it was won and lost before its winner logged the claim by one of %s; attempt %d started at %s, within the bound (%d ms) of that",
+		a.num+1, s.Attempt, s.Where(), strings.Join(who, ", "), next.num, msText(next.startMs()), bound)
 }

@@ -290,12 +290,18 @@ func (tl *timeline) runnerKill(i int, start int64) (FaultLine, bool) {
 
 // startedIn reports whether instance i was started in (a, b].
 func (tl *timeline) startedIn(i int, a, b int64) bool {
+	_, ok := tl.restartIn(i, a, b)
+	return ok
+}
+
+// restartIn returns the first start of instance i in (a, b].
+func (tl *timeline) restartIn(i int, a, b int64) (int64, bool) {
 	for _, at := range tl.starts[i] {
 		if at > a && at <= b {
-			return true
+			return at, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // life numbers instance i's process lifetimes: the count of its start
