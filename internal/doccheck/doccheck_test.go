@@ -283,11 +283,11 @@ func walk(t *testing.T, root string, exts []string, fn func(rel string, data []b
 	}
 }
 
-func TestGoSpecReferences(t *testing.T) {
+func TestCodeSpecReferences(t *testing.T) {
 	root := root(t)
 	c := &checker{root: root, anchors: map[string]map[string]bool{}}
 	refs := 0
-	walk(t, root, []string{".go"}, func(rel string, data []byte) {
+	walk(t, root, []string{".go", ".lua"}, func(rel string, data []byte) {
 		for i, text := range strings.Split(string(data), "\n") {
 			for _, m := range goSpecRef.FindAllStringSubmatch(text, -1) {
 				refs++
@@ -298,13 +298,13 @@ func TestGoSpecReferences(t *testing.T) {
 		}
 	})
 	if refs == 0 {
-		t.Errorf("no %s# reference found in any Go file: is the pattern still the one in use?", specPath)
+		t.Errorf("no %s# reference found in any Go or Lua file: is the pattern still the one in use?", specPath)
 	}
 }
 
 func TestNoOldSpecReferences(t *testing.T) {
 	root := root(t)
-	walk(t, root, []string{".go", ".md"}, func(rel string, data []byte) {
+	walk(t, root, []string{".go", ".lua", ".md"}, func(rel string, data []byte) {
 		if rel == specPath {
 			return
 		}

@@ -1,7 +1,8 @@
 -- anarchon redis claim-only strategies (stream-id, idmp, script): record a
--- run's result in the job's results stream (SPEC §3.2, §6 status). Not a
--- lease fence: it refuses only a token that is not the claim's winner,
--- where the claim entry is known and still in the stream.
+-- run's result in the job's results stream (docs/spec.md#s3-2,
+-- docs/spec.md#s6-outcomes). Not a lease fence: it refuses only a token
+-- that is not the claim's winner, where the claim entry is known and
+-- still in the stream.
 --
 -- KEYS[1] {ns:job}:runs, KEYS[2] {ns:job}:results
 -- ARGV: slot, token, claim_id ('' when unknown), instance ('' when unknown:

@@ -1,5 +1,5 @@
 -- anarchon redis idmp strategy: configure a job's stream of claims for
--- idempotent XADD (SPEC §3.2) before its first claim, atomically: no claim
+-- idempotent XADD (docs/spec.md#s3-2) before its first claim, atomically: no claim
 -- can slip in between the check and the setting.
 --
 -- XCFGSET needs an existing stream, and it clears the stream's idempotency

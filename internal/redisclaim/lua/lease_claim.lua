@@ -1,4 +1,4 @@
--- anarchon redis lease: the claim (SPEC §3.1), the same decision table as
+-- anarchon redis lease: the claim (docs/spec.md#s3-1), the same decision table as
 -- claim.Decide, decided atomically: nothing else runs while a script runs.
 --
 -- KEYS[1] {ns:job}:state    hash   slot -> run (JSON)

@@ -1,4 +1,4 @@
--- anarchon redis lease: record a run's result (SPEC §4), only where the run
+-- anarchon redis lease: record a run's result (docs/spec.md#s4), only where the run
 -- is running under the caller's token. finished_at is store time, never
 -- before started_at (a run claimed ahead starts at its slot).
 --

@@ -1,4 +1,4 @@
--- anarchon redis lease: the cheap read of a run (SPEC §3.1), run with
+-- anarchon redis lease: the cheap read of a run (docs/spec.md#s3-1), run with
 -- EVALSHA_RO: it writes nothing. Store time comes from the node that holds
 -- the run, in the same reading.
 --

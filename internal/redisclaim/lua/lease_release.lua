@@ -1,4 +1,4 @@
--- anarchon redis lease: end a lease now (SPEC §4 graceful stop), only where
+-- anarchon redis lease: end a lease now (docs/spec.md#s4-stop), only where
 -- the run is running under the caller's token. The lease ends one
 -- millisecond before now, so that lease_until < now holds at once and a
 -- backup's claim in the same millisecond already takes over.

@@ -1,4 +1,4 @@
--- anarchon redis lease: a heartbeat (SPEC §4). lease_until = now + lease,
+-- anarchon redis lease: a heartbeat (docs/spec.md#s4). lease_until = now + lease,
 -- only where the run is running under the caller's token.
 --
 -- KEYS[1] {ns:job}:state, KEYS[2] {ns:job}:live

@@ -1,4 +1,4 @@
--- anarchon redis script strategy: the claim-only decision of SPEC §3.2 over
+-- anarchon redis script strategy: the claim-only decision of docs/spec.md#s3-2 over
 -- the job's stream of claims, decided atomically: nothing else runs while a
 -- script runs.
 --
