@@ -63,8 +63,8 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
   CMD curl -fsS -o /dev/null http://127.0.0.1:9464/healthz || exit 1
 
 # SIGTERM (docker stop) drains running jobs for shutdownGraceMs (30 s by
-# default): give docker stop more than that (--stop-timeout 45, or compose's
-# stop_grace_period: 45s), or Docker SIGKILLs the daemon after 10 s.
+# default): give docker stop more than that (--stop-timeout 50, or compose's
+# stop_grace_period: 50s), or Docker SIGKILLs the daemon after 10 s.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/bin/anarchond"]
 CMD ["run", "--config", "/etc/anarchon/anarchon.yaml"]

@@ -46,7 +46,15 @@ func drifting(bt *cluster.Beater) func(string) bool {
 	return bt.Drifting
 }
 
-// leaveWait bounds how long the stop waits for the record's last write.
+// exitWait bounds, together, what the daemon does once the scheduler has
+// settled the stop (docs/spec.md#s4-stop): the cluster record's last write
+// (leave) and the store client's close. A store gone silent must not
+// lengthen the stop past its bound; what is still under way then is ended
+// by the process's exit.
+const exitWait = 2 * time.Second
+
+// leaveWait bounds how long the stop waits for the record's last write,
+// within exitWait.
 const leaveWait = time.Second
 
 // leave marks this instance's record gone (cluster.Beater.Leave), waiting
@@ -65,5 +73,28 @@ func leave(ctx context.Context, bt *cluster.Beater) {
 	select {
 	case <-done:
 	case <-lctx.Done():
+	}
+}
+
+// closeStore closes b, waiting until exitBy at most (exitWait from now
+// when exitBy is zero: the daemon is leaving before its scheduler ran).
+// The client of a store gone silent may wait for replies that never come;
+// its connections are then left to the process's exit.
+func closeStore(b claim.Backend, exitBy time.Time, log *zap.Logger) {
+	if exitBy.IsZero() {
+		exitBy = time.Now().Add(exitWait)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Close() }()
+	t := time.NewTimer(time.Until(exitBy))
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			log.Warn("store client closed with an error", zap.Error(err))
+		}
+	case <-t.C:
+		log.Warn("store client not closed within the exit's wait; its connections end with the process",
+			zap.Duration("wait", exitWait))
 	}
 }

@@ -91,7 +91,8 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	var exitBy time.Time // set when the scheduler has settled the stop
+	defer func() { closeStore(b, exitBy, log) }()
 	m.StoreAnswered()
 	dash.SetBackend(b)
 
@@ -183,6 +184,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	notify(log, fmt.Sprintf("READY=1\nSTATUS=scheduling %d job(s) on %s", len(cfg.Jobs), cfg.Backend.Type))
 	releaseMemory()
 	err = s.Run(ctx)
+	exitBy = time.Now().Add(exitWait)
 	cancelWorkers()
 	if beater != nil {
 		leave(ctx, beater)
