@@ -44,6 +44,8 @@ type Metrics struct {
 	reloads       *prometheus.CounterVec
 	paused        *prometheus.GaugeVec
 	hookFailures  *prometheus.CounterVec
+	triggers      *prometheus.CounterVec
+	retries       *prometheus.CounterVec
 
 	mu      sync.Mutex
 	storeOK time.Time // the store's last answer
@@ -87,8 +89,13 @@ func New(c clock.Clock, backend string) *Metrics {
 		Help: "1 while the job is paused by its control record in the store (anarchond pause): its slots are skipped; 0 once resumed or its pause is over."}, []string{"job"})
 	m.hookFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_hook_failures_total",
 		Help: "Hooks (onFailure, onSuccess, onMissed) that failed on this instance, by job and hook: could not start, exited non-zero, or timed out."}, []string{"job", "hook"})
+	m.triggers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_triggers_total",
+		Help: "Triggers this instance picked up to claim their run, by job and kind (manual: anarchond trigger; retry)."}, []string{"job", "kind"})
+	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anarchon_retries_total",
+		Help: "Retries the job's retry policy asked for on this instance, by job and result: scheduled (its trigger written), not_written (the store did not take it: the retry is lost), past_next_slot (overlap skip: it would be due at or after the next slot)."}, []string{"job", "result"})
 	for _, c := range []prometheus.Collector{m.claims, m.runs, m.runDuration, m.scheduleLag, m.claimDuration,
-		m.renewals, m.fenced, m.missed, m.storeErrors, m.refusals, m.clockSkew, m.reloads, m.paused, m.hookFailures} {
+		m.renewals, m.fenced, m.missed, m.storeErrors, m.refusals, m.clockSkew, m.reloads, m.paused, m.hookFailures,
+		m.triggers, m.retries} {
 		f(c)
 	}
 	f(collectors.NewGoCollector())
@@ -189,16 +196,23 @@ func (m *Metrics) SchedulerHooks() scheduler.Hooks {
 			}
 			m.paused.WithLabelValues(job).Set(v)
 		},
+		Triggered: func(job, kind string) { m.triggers.WithLabelValues(job, kind).Inc() },
+		Retried:   func(job, result string) { m.retries.WithLabelValues(job, result).Inc() },
 	}
 }
 
 // Jobs gives every job of the crontab its anarchon_job_paused series, 0
 // until the scheduler reports it paused, so that the metric exists before
-// a job's first pause; and each hook a job has its
-// anarchon_hook_failures_total series, from 0.
+// a job's first pause; each hook a job has its
+// anarchon_hook_failures_total series, and each job with retries its
+// anarchon_retries_total{result="not_written"}, from 0, so that an alert
+// on their increase sees the first one.
 func (m *Metrics) Jobs(jobs []config.Job) {
 	for _, j := range jobs {
 		m.paused.WithLabelValues(j.Name)
+		if j.Retry.Attempts > 0 {
+			m.retries.WithLabelValues(j.Name, scheduler.RetryNotWritten)
+		}
 		for hook, cmd := range map[string]string{runner.OnFailure: j.OnFailure, runner.OnSuccess: j.OnSuccess, runner.OnMissed: j.OnMissed} {
 			if cmd != "" {
 				m.hookFailures.WithLabelValues(j.Name, hook)

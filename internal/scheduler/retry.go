@@ -25,6 +25,13 @@ import (
 // retries: it is dropped, and the log says why. An instance that dies
 // between the result and the trigger's write loses the retry.
 
+// What became of a retry the job's policy asked for (Hooks.Retried).
+const (
+	RetryScheduled    = "scheduled"      // its trigger is written
+	RetryNotWritten   = "not_written"    // the store did not take its trigger: lost
+	RetryPastNextSlot = "past_next_slot" // overlap skip: it would be due at or after the next slot
+)
+
 // retryJitter is the jitter's share of the backoff, either way.
 const retryJitter = 0.2
 
@@ -54,9 +61,11 @@ func (s *Scheduler) scheduleRetry(ctx context.Context, job config.Job, tr *claim
 		zap.Int("attempt", next.Attempt))
 	if err != nil {
 		log.Warn("retry not scheduled: its trigger could not be written to the store; the run's outcome stands", zap.Error(err))
+		s.retried(job.Name, RetryNotWritten)
 		return false
 	}
 	log.Info("retry scheduled", zap.Time("due", time.UnixMilli(next.Due).UTC()))
+	s.retried(job.Name, RetryScheduled)
 	s.pickTriggers([]claim.Control{got}, false)
 	return true
 }
@@ -82,6 +91,7 @@ func (s *Scheduler) retryPlan(job config.Job, tr *claim.Trigger, slot int64, rep
 				s.o.Log.Info("no retry: it would be due at or after the job's next slot (overlap: skip)",
 					zap.String("job", job.Name), zap.Time("retry_of", time.UnixMilli(of).UTC()),
 					zap.Time("due", due), zap.Time("next_slot", next))
+				s.retried(job.Name, RetryPastNextSlot)
 				return claim.Trigger{}, false
 			}
 		}
@@ -90,6 +100,13 @@ func (s *Scheduler) retryPlan(job config.Job, tr *claim.Trigger, slot int64, rep
 		ID: string(claim.NewToken()), Kind: claim.TriggerRetry, Slot: due.UnixMilli(), Of: of,
 		Attempt: k + 1, Due: due.UnixMilli(), By: s.o.Instance, At: now.UnixMilli(),
 	}, true
+}
+
+// retried reports what became of a retry of job (Hooks.Retried).
+func (s *Scheduler) retried(job, result string) {
+	if s.o.Hooks.Retried != nil {
+		s.o.Hooks.Retried(job, result)
+	}
 }
 
 // RetryBackoff is the wait before the retry that follows attempt k of the

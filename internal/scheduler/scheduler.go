@@ -54,6 +54,13 @@ type Hooks struct {
 	// Paused is called when a job's pause begins (true) or ends (false)
 	// on this instance (pause.go).
 	Paused func(job string, paused bool)
+	// Triggered is called when this instance picks up a trigger of job
+	// (kind: claim.TriggerManual or claim.TriggerRetry) to claim its run.
+	Triggered func(job, kind string)
+	// Retried is called when an attempt of job ended failed or timeout
+	// with retries left: result is RetryScheduled, RetryNotWritten or
+	// RetryPastNextSlot (retry.go).
+	Retried func(job, result string)
 }
 
 // Options configure a Scheduler.

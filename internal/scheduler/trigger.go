@@ -168,6 +168,9 @@ func (s *Scheduler) pickTriggers(cs []claim.Control, all bool) {
 	for _, p := range s.trig.due(cs, all, s.o.Clock.Now()) {
 		s.o.Log.Info("trigger picked up", zap.String("job", p.e.job.Name), zap.String("kind", p.tr.Kind),
 			zap.Time("slot", time.UnixMilli(p.tr.Slot).UTC()), zap.Int("attempt", p.tr.Attempt), zap.String("by", p.tr.By))
+		if s.o.Hooks.Triggered != nil {
+			s.o.Hooks.Triggered(p.e.job.Name, p.tr.Kind)
+		}
 		ctx, runCtx, wg := s.trig.ctx, s.trig.runCtx, s.trig.wg
 		wg.Go(func() { s.runTrigger(ctx, runCtx, p.e.job, p.tr) })
 	}

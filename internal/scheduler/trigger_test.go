@@ -2,10 +2,14 @@ package scheduler
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/anarchon/anarchon/internal/claim"
+	"github.com/anarchon/anarchon/internal/claim/memclaim"
 	"github.com/anarchon/anarchon/internal/config"
 	"github.com/anarchon/anarchon/internal/runner"
 	"github.com/anarchon/anarchon/internal/schedule"
@@ -55,10 +59,39 @@ func (f *failExec) Run(_ context.Context, e runner.Execution) runner.Report {
 	return runner.Report{Status: claim.StatusFailed, ExitCode: 1, Recorded: err == nil, Err: err}
 }
 
+// calls records the calls of the triggers' and retries' hooks, as
+// "job kind" and "job=result".
+type calls struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (c *calls) add(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, s)
+}
+
+func (c *calls) hooks(h Hooks) Hooks {
+	h.Triggered = func(job, kind string) { c.add(job + " " + kind) }
+	h.Retried = func(job, result string) { c.add(job + "=" + result) }
+	return h
+}
+
+func (c *calls) want(t *testing.T, want ...string) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Equal(c.got, want) {
+		t.Fatalf("hooks called %q, want %q", c.got, want)
+	}
+}
+
 // A run that fails with retry.attempts 2 is retried twice, each retry a
 // trigger of the job's record due after its backoff (doubled for the
 // second), carrying the slot retried and its attempt; the third failure is
-// final.
+// final. Each trigger picked up and each retry written is reported to the
+// hooks (the metrics).
 func TestRetriesFollowAFailure(t *testing.T) {
 	h := newPauseHarness(t)
 	h.fresh = true
@@ -66,8 +99,9 @@ func TestRetriesFollowAFailure(t *testing.T) {
 	j.Retry = config.Retry{Attempts: 2, Backoff: 400 * time.Millisecond, MaxBackoff: 10 * time.Second}
 	first := manualAt(t0.Add(-time.Second))
 	h.set(claim.Control{Job: j.Name, Triggers: []claim.Trigger{first}})
-	s, err := New(Options{Backend: h.store, Clock: h.clk, Instance: "a", Executor: &failExec{h.store, h.got},
-		ShutdownGrace: time.Second, Hooks: h.hooks, Log: h.log, ControlPoll: time.Second}, []config.Job{j})
+	var c calls
+	s, err := New(Options{Backend: h.store, Clock: h.clk, Instance: "a", Executor: &failExec{h.store, h.got}, Hooks: c.hooks(h.hooks),
+		ShutdownGrace: time.Second, Log: h.log, ControlPoll: time.Second}, []config.Job{j})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +141,32 @@ func TestRetriesFollowAFailure(t *testing.T) {
 	if c := h.control(j.Name); len(c.Triggers) != 3 {
 		t.Fatalf("after the third failure: %d triggers, want the run and 2 retries: %+v", len(c.Triggers), c.Triggers)
 	}
+	c.want(t, "flaky manual", "flaky=scheduled", "flaky retry", "flaky=scheduled", "flaky retry")
+}
+
+// noControlWrites is a store that does not take a control record's write.
+type noControlWrites struct{ *memclaim.Backend }
+
+func (noControlWrites) SetControl(context.Context, claim.Control, int64) (claim.Control, error) {
+	return claim.Control{}, errors.New("connection reset")
+}
+
+// A retry whose trigger the store does not take is lost: the run's outcome
+// stands, and the hooks (the metrics) are told, not_written.
+func TestRetryNotWritten(t *testing.T) {
+	h := newHarness(t)
+	j := yearly("flaky")
+	j.Retry = config.Retry{Attempts: 1, Backoff: time.Second, MaxBackoff: time.Second}
+	var c calls
+	s, err := New(Options{Backend: noControlWrites{h.store}, Clock: h.clk, Instance: "a", Executor: &failExec{h.store, h.got},
+		ClaimTimeout: time.Second, Hooks: c.hooks(Hooks{})}, []config.Job{j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.scheduleRetry(context.Background(), j, nil, t0.UnixMilli(), runner.Report{Status: claim.StatusFailed, Recorded: true}) {
+		t.Fatal("a retry follows, want none: its trigger was not written")
+	}
+	c.want(t, "flaky=not_written")
 }
 
 // control reads job's record.
@@ -144,7 +204,9 @@ func TestRetryNeverPastTheNextSlot(t *testing.T) {
 	j.Overlap = "skip"
 	j.Retry = config.Retry{Attempts: 3, Backoff: 1500 * time.Millisecond, MaxBackoff: time.Minute}
 	h := newHarness(t)
-	s, err := New(Options{Backend: h.store, Clock: h.clk, Instance: "a", Executor: &failExec{h.store, h.got}}, []config.Job{j})
+	var c calls
+	s, err := New(Options{Backend: h.store, Clock: h.clk, Instance: "a", Executor: &failExec{h.store, h.got},
+		Hooks: c.hooks(Hooks{})}, []config.Job{j})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +219,7 @@ func TestRetryNeverPastTheNextSlot(t *testing.T) {
 	if tr, ok := s.retryPlan(j, nil, slot.UnixMilli(), failed); ok {
 		t.Fatalf("a retry due at %v, at or after the next slot: want none", time.UnixMilli(tr.Due))
 	}
+	c.want(t, "every2=past_next_slot")
 	j.Overlap = "allow"
 	if _, ok := s.retryPlan(j, nil, slot.UnixMilli(), failed); !ok {
 		t.Fatal("overlap allow: want a retry past the next slot")
