@@ -52,98 +52,169 @@ type Options struct {
 // and READY around a reload, STOPPING when the stop begins, and pings its
 // watchdog.
 func Run(ctx context.Context, cfg *config.Config, o Options) error {
-	log := o.Log
-	m := metrics.New(o.Clock, cfg.Backend.Type)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	var serving sync.WaitGroup
-	sctx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
-	defer func() { stopServing(); serving.Wait() }()
-	dash, err := newDashboard(cfg, o)
-	if err != nil {
+	d := &daemonRun{cfg: cfg, o: o, log: o.Log, m: metrics.New(o.Clock, cfg.Backend.Type)}
+	defer d.stopServing()
+	if err := d.serve(ctx); err != nil {
 		return err
-	}
-	if cfg.Metrics.Listen != "" {
-		ln, err := m.Listen(cfg.Metrics.Listen)
-		if err != nil {
-			return err
-		}
-		log.Info("serving /metrics, /healthz and /readyz", zap.String("addr", ln.Addr().String()))
-		if dash != nil {
-			log.Info("serving the dashboard on / and its API on /api/v1/", zap.String("addr", ln.Addr().String()),
-				zap.Bool("actions", dash.ActionsEnabled()))
-		}
-		serving.Go(func() {
-			if err := m.ServeWith(sctx, ln, dash.Handler()); err != nil {
-				log.Error("metrics server stopped", zap.Error(err))
-			}
-		})
 	}
 	// Before the store: nothing is claimed while a dead daemon's jobs
 	// still run.
-	records, err := reapOrphans(cfg, o.Environ, log)
+	records, err := reapOrphans(cfg, o.Environ, d.log)
 	if err != nil {
 		return fmt.Errorf("%w (set stateDir to a directory the daemon can write)", err)
 	}
 	defer records.Close()
-	notify(log, "STATUS=opening the store")
-	b, err := openStore(ctx, cfg, o.Clock, log)
+	notify(d.log, "STATUS=opening the store")
+	if d.b, err = openStore(ctx, cfg, o.Clock, d.log); err != nil {
+		return err
+	}
+	defer func() { closeStore(d.b, d.exitBy, d.log) }()
+	d.m.StoreAnswered()
+	d.dash.SetBackend(d.b)
+	defer d.newRunner(records)()
+	if err := d.newScheduler(ctx); err != nil {
+		return err
+	}
+	wctx, cancelWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer d.workers.Wait()
+	defer cancelWorkers()
+	if err := d.startWorkers(ctx, wctx); err != nil {
+		return err
+	}
+	d.started()
+	err = d.s.Run(ctx)
+	d.exitBy = time.Now().Add(exitWait)
+	cancelWorkers()
+	if d.beater != nil {
+		leave(ctx, d.beater)
+	}
+	d.log.Info("anarchond stopped")
+	return err
+}
+
+// daemonRun is what the steps of one Run share.
+type daemonRun struct {
+	cfg  *config.Config
+	o    Options
+	log  *zap.Logger
+	m    *metrics.Metrics
+	dash *dashboard.Dashboard // nil without the dashboard
+
+	serving   sync.WaitGroup
+	endServe  context.CancelFunc
+	b         claim.Backend
+	r         *runner.Runner
+	processes string // how jobs start, for the start's log line
+	beater    *cluster.Beater
+	s         *scheduler.Scheduler
+	workers   sync.WaitGroup
+	// exitBy is when the store client's close must be over: exitWait
+	// after the scheduler settled the stop (zero before).
+	exitBy time.Time
+}
+
+// serve starts /metrics, /healthz, /readyz and the dashboard, when
+// configured; they serve until stopServing, after the stop.
+func (d *daemonRun) serve(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.endServe = cancel
+	var err error
+	if d.dash, err = newDashboard(d.cfg, d.o); err != nil {
+		return err
+	}
+	if d.cfg.Metrics.Listen == "" {
+		return nil
+	}
+	ln, err := d.m.Listen(d.cfg.Metrics.Listen)
 	if err != nil {
 		return err
 	}
-	var exitBy time.Time // set when the scheduler has settled the stop
-	defer func() { closeStore(b, exitBy, log) }()
-	m.StoreAnswered()
-	dash.SetBackend(b)
+	d.log.Info("serving /metrics, /healthz and /readyz", zap.String("addr", ln.Addr().String()))
+	if d.dash != nil {
+		d.log.Info("serving the dashboard on / and its API on /api/v1/", zap.String("addr", ln.Addr().String()),
+			zap.Bool("actions", d.dash.ActionsEnabled()))
+	}
+	d.serving.Go(func() {
+		if err := d.m.ServeWith(sctx, ln, d.dash.Handler()); err != nil {
+			d.log.Error("metrics server stopped", zap.Error(err))
+		}
+	})
+	return nil
+}
 
-	r := &runner.Runner{
-		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance,
-		Supervisor: o.Supervisor, BaseEnv: jobEnviron(o.Environ), Hooks: m.RunnerHooks(),
+// stopServing ends what serve started and waits for it.
+func (d *daemonRun) stopServing() {
+	if d.endServe != nil {
+		d.endServe()
+	}
+	d.serving.Wait()
+}
+
+// newRunner makes the runner of the jobs, with their guard when one
+// starts; it returns what closes the guard.
+//
+// The jobs start directly, each the leader of its process group, and one
+// guard process takes the groups down if the daemon dies; without a guard
+// each job starts under a supervising process of its own, which costs a Go
+// program's start on every job.
+func (d *daemonRun) newRunner(records *runner.Records) (closeGuard func()) {
+	o := d.o
+	d.r = &runner.Runner{
+		Backend: d.b, Clock: o.Clock, Log: d.log, Instance: d.cfg.Instance,
+		Supervisor: o.Supervisor, BaseEnv: jobEnviron(o.Environ), Hooks: d.m.RunnerHooks(),
 		Records: records,
 	}
-	// The jobs start directly, each the leader of its process group, and one
-	// guard process takes the groups down if the daemon dies; without a
-	// guard each job starts under a supervising process of its own, which
-	// costs a Go program's start on every job.
-	started := "supervisor " + strings.TrimSuffix(strings.Join(o.Supervisor, " "), " --")
-	if argv := guardCommand(o.Supervisor); argv != nil {
-		g, err := runner.StartGuard(argv, log)
-		if err != nil {
-			log.Warn("no job guard: every job starts under a supervising process of its own", zap.Error(err))
-		} else {
-			defer g.Close()
-			r.Guard = g
-			started = "guard " + strings.Join(argv, " ")
-		}
+	d.processes = "supervisor " + strings.TrimSuffix(strings.Join(o.Supervisor, " "), " --")
+	argv := guardCommand(o.Supervisor)
+	if argv == nil {
+		return func() {}
 	}
-	beater, err := startCluster(ctx, cfg, b, o, m, log)
+	g, err := runner.StartGuard(argv, d.log)
 	if err != nil {
+		d.log.Warn("no job guard: every job starts under a supervising process of its own", zap.Error(err))
+		return func() {}
+	}
+	d.r.Guard = g
+	d.processes = "guard " + strings.Join(argv, " ")
+	return func() { g.Close() }
+}
+
+// newScheduler starts the instance's heartbeat (where the store keeps
+// instance records) and makes the scheduler of the jobs here.
+func (d *daemonRun) newScheduler(ctx context.Context) error {
+	cfg := d.cfg
+	var err error
+	if d.beater, err = startCluster(ctx, cfg, d.b, d.o, d.m, d.log); err != nil {
 		return err
 	}
-	s, err := scheduler.New(scheduler.Options{
-		Backend: b, Clock: o.Clock, Log: log, Instance: cfg.Instance, Executor: r,
+	d.s, err = scheduler.New(scheduler.Options{
+		Backend: d.b, Clock: d.o.Clock, Log: d.log, Instance: cfg.Instance, Executor: d.r,
 		ShutdownGrace: cfg.ShutdownGrace, Retention: cfg.Backend.Retention,
-		Hooks: schedulerHooks(m), ControlPoll: scheduler.DefaultControlPoll,
-		Drifting: drifting(beater),
+		Hooks: schedulerHooks(d.m), ControlPoll: scheduler.DefaultControlPoll,
+		Drifting: drifting(d.beater),
 	}, cfg.JobsHere())
 	if err != nil {
 		return err
 	}
-	logNotHere(log, cfg)
-	if _, err := claim.ControllerOf(b, cfg.Backend.Type); err != nil {
-		log.Info(err.Error() + "; pause and resume refuse, every job runs")
+	logNotHere(d.log, cfg)
+	if _, err := claim.ControllerOf(d.b, cfg.Backend.Type); err != nil {
+		d.log.Info(err.Error() + "; pause and resume refuse, every job runs")
 	}
-	m.Jobs(cfg.Jobs)
+	d.m.Jobs(cfg.Jobs)
+	return nil
+}
 
+// startWorkers starts what runs beside the scheduler until wctx ends: the
+// reloads (SIGHUP, the file's changes), the heartbeat (until ctx, the
+// stop), the store's probe, systemd's watchdog, and STOPPING at the stop.
+func (d *daemonRun) startWorkers(ctx, wctx context.Context) error {
 	reloads := make(chan string, 1)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	var workers sync.WaitGroup
-	defer workers.Wait()
-	wctx, cancelWorkers := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWorkers()
-	workers.Go(func() {
+	d.workers.Go(func() {
+		defer signal.Stop(hup)
 		for {
 			select {
 			case <-wctx.Done():
@@ -153,44 +224,41 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			}
 		}
 	})
-	if cfg.Watch {
-		if err := watchFile(wctx, &workers, cfg.File, o.Clock, log, func() { trigger(reloads, "file changed") }); err != nil {
+	if d.cfg.Watch {
+		if err := watchFile(wctx, &d.workers, d.cfg.File, d.o.Clock, d.log, func() { trigger(reloads, "file changed") }); err != nil {
 			return err
 		}
 	}
-	workers.Go(func() { reloadLoop(wctx, reloads, cfg, s, beater, o.Reload, m, dash, log) })
-	if beater != nil {
+	d.workers.Go(func() { reloadLoop(wctx, reloads, d.cfg, d.s, d.beater, d.o.Reload, d.m, d.dash, d.log) })
+	if d.beater != nil {
 		// The beats stop when the stop begins (ctx, not wctx): a beat
 		// that hangs on a store gone silent must not lengthen the stop.
-		workers.Go(func() { beater.Run(ctx) })
+		d.workers.Go(func() { d.beater.Run(ctx) })
 	}
-	workers.Go(func() { probeStore(wctx, b, o.Clock, m, log) })
-	workers.Go(func() { watchdog(wctx, o.Clock) })
-	workers.Go(func() {
+	d.workers.Go(func() { probeStore(wctx, d.b, d.o.Clock, d.m, d.log) })
+	d.workers.Go(func() { watchdog(wctx, d.o.Clock) })
+	d.workers.Go(func() {
 		select {
 		case <-ctx.Done():
 		case <-wctx.Done():
 		}
-		m.SetReady(false)
-		notify(log, "STOPPING=1")
+		d.m.SetReady(false)
+		notify(d.log, "STOPPING=1")
 	})
+	return nil
+}
 
-	// processes shows how jobs start: directly, watched by the guard (the
-	// small anarchon-supervise, or the fallback `anarchond supervise`), or
-	// each under a supervisor.
-	log.Info("anarchond started", zap.String("instance", cfg.Instance), zap.String("backend", cfg.Backend.Type),
-		zap.Int("jobs", len(cfg.Jobs)), zap.String("config", cfg.File), zap.String("processes", started))
-	m.SetReady(true)
-	notify(log, fmt.Sprintf("READY=1\nSTATUS=scheduling %d job(s) on %s", len(cfg.Jobs), cfg.Backend.Type))
+// started logs the start and tells systemd READY. The log line's
+// processes shows how jobs start: directly, watched by the guard (the
+// small anarchon-supervise, or the fallback `anarchond supervise`), or
+// each under a supervisor.
+func (d *daemonRun) started() {
+	cfg := d.cfg
+	d.log.Info("anarchond started", zap.String("instance", cfg.Instance), zap.String("backend", cfg.Backend.Type),
+		zap.Int("jobs", len(cfg.Jobs)), zap.String("config", cfg.File), zap.String("processes", d.processes))
+	d.m.SetReady(true)
+	notify(d.log, fmt.Sprintf("READY=1\nSTATUS=scheduling %d job(s) on %s", len(cfg.Jobs), cfg.Backend.Type))
 	releaseMemory()
-	err = s.Run(ctx)
-	exitBy = time.Now().Add(exitWait)
-	cancelWorkers()
-	if beater != nil {
-		leave(ctx, beater)
-	}
-	log.Info("anarchond stopped")
-	return err
 }
 
 // guardCommand is the job guard's argv for the supervisor prefix sup (which
