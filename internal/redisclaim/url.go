@@ -70,120 +70,192 @@ func parseURL(raw, passwordFile string) (*clientConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := u.Query()
-	cc := &clientConfig{}
-	if u.User != nil {
-		if pw, ok := u.User.Password(); ok {
-			cc.secrets = append(cc.secrets, pw)
-		}
+	p := &urlParse{u: u, q: u.Query(), cc: &clientConfig{}}
+	if err := p.readPassword(passwordFile); err != nil {
+		return nil, err
 	}
-	var password string
-	havePassword := false
-	if passwordFile != "" {
-		if password, err = secret.ReadFile(passwordFile, "backend.redis.passwordFile"); err != nil {
-			return nil, err
-		}
-		havePassword = true
-		cc.secrets = append(cc.secrets, password)
+	if err := p.readOwnOptions(extra); err != nil {
+		return nil, err
 	}
-	for _, k := range []string{"password", "username", "sentinel_password"} {
-		if q.Has(k) {
-			return nil, fmt.Errorf("option %s is not accepted: put the user name and password in the URL's user info (redis://user:password@host) or the password in backend.redis.passwordFile", k)
-		}
+	if err := p.chooseTopology(); err != nil {
+		return nil, err
 	}
-	clusterFlag, err := popBool(q, optCluster)
+	// go-redis's parsers take the other addresses as addr= options.
+	p.q.Del(optAddr)
+	for _, a := range p.addrs {
+		p.q.Add(optAddr, a)
+	}
+
+	switch p.cc.Topology {
+	case Single:
+		err = p.single()
+	case Cluster:
+		err = p.cluster()
+	case Sentinel:
+		err = p.sentinel()
+	}
 	if err != nil {
 		return nil, err
 	}
-	sentinelUser := pop(q, optSentinelUsername)
-	sentinelPasswordFile := pop(q, optSentinelPasswordFile)
-	addrs := slices.Concat(extra, q[optAddr])
-	master := q.Get(optMasterName)
+	return p.cc, nil
+}
 
-	if u.Scheme == "unix" {
-		if len(addrs) > 0 || clusterFlag || master != "" {
-			return nil, errors.New("a unix:// URL names one server: it cannot be a Cluster or Sentinel list")
+// urlParse carries one backend.redis.url through parseURL's steps: the
+// merged URL and the query left for go-redis, the options anarchon reads
+// itself, and the clientConfig being built.
+type urlParse struct {
+	u  *url.URL
+	q  url.Values
+	cc *clientConfig
+
+	// password is backend.redis.passwordFile's content; it replaces the
+	// URL's password when havePassword.
+	password     string
+	havePassword bool
+
+	clusterFlag          bool
+	sentinelUser         string
+	sentinelPasswordFile string
+	// addrs are the other servers, from the URL list and addr= options.
+	addrs  []string
+	master string
+}
+
+// readPassword notes the URL's password as a secret and reads
+// passwordFile, when set, as the data servers' password.
+func (p *urlParse) readPassword(passwordFile string) error {
+	if p.u.User != nil {
+		if pw, ok := p.u.User.Password(); ok {
+			p.cc.secrets = append(p.cc.secrets, pw)
 		}
 	}
-	if master == "" && (sentinelUser != "" || sentinelPasswordFile != "") {
-		return nil, fmt.Errorf("%s and %s need %s (a Sentinel URL)", optSentinelUsername, optSentinelPasswordFile, optMasterName)
+	if passwordFile == "" {
+		return nil
+	}
+	var err error
+	if p.password, err = secret.ReadFile(passwordFile, "backend.redis.passwordFile"); err != nil {
+		return err
+	}
+	p.havePassword = true
+	p.cc.secrets = append(p.cc.secrets, p.password)
+	return nil
+}
+
+// readOwnOptions refuses credentials given as options and takes out of the
+// query the options anarchon reads itself; extra are the other URLs' hosts
+// of a list.
+func (p *urlParse) readOwnOptions(extra []string) error {
+	for _, k := range []string{"password", "username", "sentinel_password"} {
+		if p.q.Has(k) {
+			return fmt.Errorf("option %s is not accepted: put the user name and password in the URL's user info (redis://user:password@host) or the password in backend.redis.passwordFile", k)
+		}
+	}
+	var err error
+	if p.clusterFlag, err = popBool(p.q, optCluster); err != nil {
+		return err
+	}
+	p.sentinelUser = pop(p.q, optSentinelUsername)
+	p.sentinelPasswordFile = pop(p.q, optSentinelPasswordFile)
+	p.addrs = slices.Concat(extra, p.q[optAddr])
+	p.master = p.q.Get(optMasterName)
+	return nil
+}
+
+// chooseTopology sets the topology the options name: Sentinel with a
+// master name, Cluster with cluster=true or more than one address, else
+// one server. It refuses options that contradict each other.
+func (p *urlParse) chooseTopology() error {
+	if p.u.Scheme == "unix" {
+		if len(p.addrs) > 0 || p.clusterFlag || p.master != "" {
+			return errors.New("a unix:// URL names one server: it cannot be a Cluster or Sentinel list")
+		}
+	}
+	if p.master == "" && (p.sentinelUser != "" || p.sentinelPasswordFile != "") {
+		return fmt.Errorf("%s and %s need %s (a Sentinel URL)", optSentinelUsername, optSentinelPasswordFile, optMasterName)
 	}
 	switch {
-	case master != "":
-		if clusterFlag {
-			return nil, fmt.Errorf("%s and %s=true exclude each other: Sentinel or Cluster?", optMasterName, optCluster)
+	case p.master != "":
+		if p.clusterFlag {
+			return fmt.Errorf("%s and %s=true exclude each other: Sentinel or Cluster?", optMasterName, optCluster)
 		}
-		cc.Topology = Sentinel
-	case clusterFlag || len(addrs) > 0:
-		cc.Topology = Cluster
+		p.cc.Topology = Sentinel
+	case p.clusterFlag || len(p.addrs) > 0:
+		p.cc.Topology = Cluster
 	default:
-		cc.Topology = Single
+		p.cc.Topology = Single
 	}
-	// go-redis's parsers take the other addresses as addr= options.
-	q.Del(optAddr)
-	for _, a := range addrs {
-		q.Add(optAddr, a)
-	}
+	return nil
+}
 
-	switch cc.Topology {
-	case Single:
-		o, err := goRedisParse(u, q, redis.ParseURL)
-		if err != nil {
-			return nil, err
-		}
-		if havePassword {
-			o.Password = password
-		}
-		cc.single = o
-	case Cluster:
-		if db, err := dbOf(u); err != nil || db != 0 {
-			return nil, errors.New("a Redis Cluster has only database 0: leave the database out of a cluster URL")
-		}
-		u.Path = ""
-		skipVerify, err := popBool(q, optSkipVerify)
-		if err != nil {
-			return nil, err
-		}
-		o, err := goRedisParse(u, q, redis.ParseClusterURL)
-		if err != nil {
-			return nil, err
-		}
-		if havePassword {
-			o.Password = password
-		}
-		if o.TLSConfig != nil {
-			// Each node is checked against its own name, not the first seed's.
-			o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: skipVerify}
-		}
-		cc.cluster = o
-	case Sentinel:
-		o, err := goRedisParse(u, q, redis.ParseFailoverURL)
-		if err != nil {
-			return nil, err
-		}
-		// go-redis reads the user info as the sentinels' credentials; ours
-		// are the data servers', as in the other topologies.
-		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
-		o.SentinelUsername, o.SentinelPassword = sentinelUser, ""
-		if havePassword {
-			o.Password = password
-		}
-		if sentinelPasswordFile != "" {
-			if o.SentinelPassword, err = secret.ReadFile(sentinelPasswordFile, optSentinelPasswordFile); err != nil {
-				return nil, err
-			}
-			cc.secrets = append(cc.secrets, o.SentinelPassword)
-		}
-		if o.ReplicaOnly {
-			return nil, errors.New("replica_only is refused: claims write to the master")
-		}
-		if o.TLSConfig != nil {
-			// The master's name is the one the sentinels announce.
-			o.TLSConfig.ServerName = ""
-		}
-		cc.failover = o
+// single builds the options of one server (redis://, rediss:// or unix://).
+func (p *urlParse) single() error {
+	o, err := goRedisParse(p.u, p.q, redis.ParseURL)
+	if err != nil {
+		return err
 	}
-	return cc, nil
+	if p.havePassword {
+		o.Password = p.password
+	}
+	p.cc.single = o
+	return nil
+}
+
+// cluster builds the options of a Redis Cluster, which has only database 0
+// and checks each node's certificate against that node's own name.
+func (p *urlParse) cluster() error {
+	if db, err := dbOf(p.u); err != nil || db != 0 {
+		return errors.New("a Redis Cluster has only database 0: leave the database out of a cluster URL")
+	}
+	p.u.Path = ""
+	skipVerify, err := popBool(p.q, optSkipVerify)
+	if err != nil {
+		return err
+	}
+	o, err := goRedisParse(p.u, p.q, redis.ParseClusterURL)
+	if err != nil {
+		return err
+	}
+	if p.havePassword {
+		o.Password = p.password
+	}
+	if o.TLSConfig != nil {
+		// Each node is checked against its own name, not the first seed's.
+		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: skipVerify}
+	}
+	p.cc.cluster = o
+	return nil
+}
+
+// sentinel builds the options of a master found through Sentinel. The
+// user info is the data servers' credentials; the sentinels' come from
+// sentinel_username and sentinel_password_file.
+func (p *urlParse) sentinel() error {
+	o, err := goRedisParse(p.u, p.q, redis.ParseFailoverURL)
+	if err != nil {
+		return err
+	}
+	// go-redis reads the user info as the sentinels' credentials; ours
+	// are the data servers', as in the other topologies.
+	o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
+	o.SentinelUsername, o.SentinelPassword = p.sentinelUser, ""
+	if p.havePassword {
+		o.Password = p.password
+	}
+	if p.sentinelPasswordFile != "" {
+		if o.SentinelPassword, err = secret.ReadFile(p.sentinelPasswordFile, optSentinelPasswordFile); err != nil {
+			return err
+		}
+		p.cc.secrets = append(p.cc.secrets, o.SentinelPassword)
+	}
+	if o.ReplicaOnly {
+		return errors.New("replica_only is refused: claims write to the master")
+	}
+	if o.TLSConfig != nil {
+		// The master's name is the one the sentinels announce.
+		o.TLSConfig.ServerName = ""
+	}
+	p.cc.failover = o
+	return nil
 }
 
 // goRedisParse hands u, with the query q, to go-redis's parser of a
