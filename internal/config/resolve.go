@@ -629,31 +629,71 @@ func envOf(v *value) string {
 
 // resolveJob checks one job and merges defaults into it.
 func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value) (Job, jobInfo) {
-	vals := rj.vals
-	field := fmt.Sprintf("jobs[%d]", rj.index)
-	here := &value{field: field, job: rj.name, jobLevel: true, line: rj.line, col: rj.col}
-	missing := func(key, msg string) {
-		p.errorf(&value{field: field + "." + key, job: rj.name, line: rj.line, col: rj.col}, "%s", msg)
+	r := &jobResolver{
+		p:     p,
+		rj:    rj,
+		vals:  rj.vals,
+		field: fmt.Sprintf("jobs[%d]", rj.index),
+		j:     Job{Index: rj.index, Line: rj.line},
 	}
-	str := func(key string, check func(string) string) setting[string] {
-		return get(p, vals, key, setting[string]{}, p.asString, check)
-	}
+	r.name(names)
+	r.pol = p.resolvePolicy(r.vals, "", defaults)
+	r.info = jobInfo{name: rj.name, pol: r.pol}
+	r.timing()
+	r.runPolicy()
+	r.hooksAndRetry()
+	r.schedule()
+	r.command()
+	r.process()
+	return r.j, r.info
+}
 
-	j := Job{Index: rj.index, Line: rj.line}
-	name := str("name", store.Matches(store.NamePattern, "job name", store.NameLike))
-	j.Name = name.val
+// jobResolver holds one job while resolveJob fills it in, step by step.
+// The steps run in a fixed order, so that a job's problems are reported in
+// the order of its settings: name, policy, schedule, command, process.
+type jobResolver struct {
+	p     *parser
+	rj    *rawJob
+	vals  map[string]*value // the job's settings, by key
+	field string            // "jobs[i]", the job's place in the file
+	pol   policy            // the job's settings merged over defaults
+	j     Job
+	info  jobInfo
+}
+
+// missing reports that the job lacks key, at the job's entry.
+func (r *jobResolver) missing(key, msg string) {
+	r.p.errorf(&value{field: r.field + "." + key, job: r.rj.name, line: r.rj.line, col: r.rj.col}, "%s", msg)
+}
+
+// str resolves the job's string setting key, "" when it is not set.
+func (r *jobResolver) str(key string, check func(string) string) setting[string] {
+	return get(r.p, r.vals, key, setting[string]{}, r.p.asString, check)
+}
+
+// name resolves the job's name and records it in names (the names seen so
+// far, with where each was set), so that a second job of the same name is
+// refused.
+func (r *jobResolver) name(names map[string]*value) {
+	name := r.str("name", store.Matches(store.NamePattern, "job name", store.NameLike))
+	r.j.Name = name.val
 	switch {
-	case vals["name"] == nil:
-		missing("name", "missing name: every job needs a name (1 to 64 letters, digits, _ or -)")
+	case r.vals["name"] == nil:
+		r.missing("name", "missing name: every job needs a name (1 to 64 letters, digits, _ or -)")
 	case name.at != nil:
 		if first, dup := names[name.val]; dup {
-			p.errorf(name.at, "duplicate job name %q (first defined at line %d)", name.val, first.line)
+			r.p.errorf(name.at, "duplicate job name %q (first defined at line %d)", name.val, first.line)
 		} else {
 			names[name.val] = name.at
 		}
 	}
+}
 
-	pol := p.resolvePolicy(vals, "", defaults)
+// timing fills in the job's time zone and the times of its claims: how
+// late, how spread, how far ahead, and the lease and its heartbeat,
+// checking them against each other.
+func (r *jobResolver) timing() {
+	p, pol, j := r.p, r.pol, &r.j
 	j.Timezone = pol.timezone.val
 	j.Location = pol.loc
 	j.MaxLate = time.Duration(pol.maxLate.val) * time.Millisecond
@@ -662,6 +702,14 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	hb := p.heartbeatOf(pol, true)
 	j.Heartbeat = time.Duration(hb) * time.Millisecond
 	j.ClaimAhead = time.Duration(p.claimAheadOf(pol, hb, true)) * time.Millisecond
+	j.Jitter = time.Duration(pol.jitter.val) * time.Millisecond
+}
+
+// runPolicy fills in how the job's runs are run and kept: attempts,
+// overlap, catch-up, timeout, shell, output, environment, placement, and
+// what it does on drift.
+func (r *jobResolver) runPolicy() {
+	p, pol, j := r.p, r.pol, &r.j
 	j.MaxAttempts = int(pol.maxAttempts.val)
 	j.Overlap = pol.overlap.val
 	j.CatchUp = pol.catchUp.val
@@ -670,41 +718,54 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 	j.Shell = pol.shell.val
 	j.OutputTailBytes = int(pol.outputTail.val)
 	j.InheritEnv = pol.inheritEnv.val
+	j.KeepRuns = int(pol.keepRuns.val)
+	j.OnDrift = pol.onDrift.val
+	j.Tags = get(p, r.vals, "tags", setting[[]string]{}, p.asStrings, checkTags).val
+	j.PerInstance = get(p, r.vals, "perInstance", def(false), p.asBool, nil).val
+}
+
+// hooksAndRetry fills in what follows a run: the job's hooks, their
+// timeout, and how a failed run is run again.
+func (r *jobResolver) hooksAndRetry() {
+	pol, j := r.pol, &r.j
 	j.OnFailure = pol.onFailure.val
 	j.OnSuccess = pol.onSuccess.val
 	j.OnMissed = pol.onMissed.val
 	j.HookTimeout = time.Duration(pol.hookTimeout.val) * time.Millisecond
-	j.Jitter = time.Duration(pol.jitter.val) * time.Millisecond
-	j.Tags = get(p, vals, "tags", setting[[]string]{}, p.asStrings, checkTags).val
-	j.PerInstance = get(p, vals, "perInstance", def(false), p.asBool, nil).val
-	j.Retry = p.retryOf(pol.retry, true)
-	j.KeepRuns = int(pol.keepRuns.val)
-	j.OnDrift = pol.onDrift.val
+	j.Retry = r.p.retryOf(pol.retry, true)
+}
 
-	info := jobInfo{name: rj.name, pol: pol}
-	sched := str("schedule", func(s string) string {
+// schedule resolves and parses the job's schedule in its time zone, and
+// checks its jitter against it. A parsed schedule goes into info for the
+// cross-job checks.
+func (r *jobResolver) schedule() {
+	sched := r.str("schedule", func(s string) string {
 		if strings.TrimSpace(s) == "" {
 			return "must not be empty"
 		}
 		return ""
 	})
-	j.Schedule = sched.val
+	r.j.Schedule = sched.val
 	switch {
-	case vals["schedule"] == nil:
-		missing("schedule", `missing schedule: a cron expression ("*/5 * * * *", "*/10 * * * * *", "@hourly", "@every 90s")`)
+	case r.vals["schedule"] == nil:
+		r.missing("schedule", `missing schedule: a cron expression ("*/5 * * * *", "*/10 * * * * *", "@hourly", "@every 90s")`)
 	case sched.at != nil:
-		s, err := parseSchedule(sched.val, pol.loc)
+		s, err := parseSchedule(sched.val, r.pol.loc)
 		if err != nil {
-			p.errorf(sched.at, "%s", err)
+			r.p.errorf(sched.at, "%s", err)
 		} else {
-			info.sched, info.schedVal = s, sched.at
-			p.checkJitter(pol.jitter, s, sched)
+			r.info.sched, r.info.schedVal = s, sched.at
+			r.p.checkJitter(r.pol.jitter, s, sched)
 		}
 	}
+}
 
-	cmd := str("command", store.NotEmpty)
-	j.Command = cmd.val
-	args := get(p, vals, "args", setting[[]string]{}, p.asStrings, func(a []string) string {
+// command resolves what the job runs: command (by the shell) or args
+// (directly), exactly one of them.
+func (r *jobResolver) command() {
+	cmd := r.str("command", store.NotEmpty)
+	r.j.Command = cmd.val
+	args := get(r.p, r.vals, "args", setting[[]string]{}, r.p.asStrings, func(a []string) string {
 		switch {
 		case len(a) == 0:
 			return "must not be empty: the first element is the program"
@@ -713,28 +774,32 @@ func (p *parser) resolveJob(rj *rawJob, defaults policy, names map[string]*value
 		}
 		return ""
 	})
-	j.Args = args.val
-	cv, av := vals["command"], vals["args"]
+	r.j.Args = args.val
+	cv, av := r.vals["command"], r.vals["args"]
 	switch {
 	case cv != nil && av != nil:
 		later := av
 		if cv.line > av.line {
 			later = cv
 		}
-		p.errorf(later, "set either command (run by the shell) or args (run directly), not both")
+		r.p.errorf(later, "set either command (run by the shell) or args (run directly), not both")
 	case cv == nil && av == nil:
-		p.errorf(here, "missing command: set command (run by the shell) or args (run directly)")
+		here := &value{field: r.field, job: r.rj.name, jobLevel: true, line: r.rj.line, col: r.rj.col}
+		r.p.errorf(here, "missing command: set command (run by the shell) or args (run directly)")
 	}
+}
 
-	j.Env = get(p, vals, "env", setting[map[string]string]{}, p.asStringMap, nil).val
-	j.Workdir = str("workdir", store.NotEmpty).val
-	j.User = str("user", store.NotEmpty).val
-	group := str("group", store.NotEmpty)
-	j.Group = group.val
-	if j.Group != "" && j.User == "" {
-		p.errorf(group.at, "group needs user: the job runs as user, with group as its primary group")
+// process resolves the job's process: its environment, working directory,
+// and the user and group it runs as.
+func (r *jobResolver) process() {
+	r.j.Env = get(r.p, r.vals, "env", setting[map[string]string]{}, r.p.asStringMap, nil).val
+	r.j.Workdir = r.str("workdir", store.NotEmpty).val
+	r.j.User = r.str("user", store.NotEmpty).val
+	group := r.str("group", store.NotEmpty)
+	r.j.Group = group.val
+	if r.j.Group != "" && r.j.User == "" {
+		r.p.errorf(group.at, "group needs user: the job runs as user, with group as its primary group")
 	}
-	return j, info
 }
 
 // parseSchedule is schedule.Parse, with a panic turned into an error so that
