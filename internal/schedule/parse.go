@@ -79,6 +79,9 @@ func Parse(expr string, loc *time.Location) (Schedule, error) {
 	return s, nil
 }
 
+// parse does Parse's work, whose error Parse wraps with the expression:
+// "@every", or a macro or 5 or 6 fields, checked field by field before
+// gronx's answers are cached on a cron.
 func parse(expr string, loc *time.Location) (Schedule, error) {
 	trimmed := strings.TrimSpace(expr)
 	words := strings.Fields(trimmed)
@@ -92,6 +95,25 @@ func parse(expr string, loc *time.Location) (Schedule, error) {
 		}
 		return &every{expr: expr, d: d}, nil
 	}
+	segs, err := segmentsOf(trimmed, words)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFields(segs, words); err != nil {
+		return nil, err
+	}
+	segs[posDow] = unwrapWeekdays(segs[posDow])
+	c, err := newCron(expr, loc, segs)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// segmentsOf has gronx split a macro or a 5- or 6-field expression (trimmed,
+// whose words are words) into its six normalized segments, second first.
+// It rejects what gronx would read as a year, which is not supported.
+func segmentsOf(trimmed string, words []string) ([]string, error) {
 	if strings.HasPrefix(words[0], "@") {
 		if len(words) != 1 {
 			return nil, fmt.Errorf("macro %s takes no fields", words[0])
@@ -116,6 +138,13 @@ func parse(expr string, loc *time.Location) (Schedule, error) {
 		}
 		return nil, errors.New("years (7 fields) are not supported")
 	}
+	return segs, nil
+}
+
+// checkFields checks every segment of segs (checkSegment), and names the
+// first bad one as the user wrote it in words, so that the error points at
+// their text rather than gronx's normalized form.
+func checkFields(segs, words []string) error {
 	for i, f := range fields {
 		if err := checkSegment(f, segs[i]); err != nil {
 			written := segs[i] // as gronx normalized it (macros, names)
@@ -124,11 +153,17 @@ func parse(expr string, loc *time.Location) (Schedule, error) {
 			} else if len(words) == 5 && i > 0 {
 				written = words[i-1]
 			}
-			return nil, fmt.Errorf("%s field %q: %w", f.name, written, err)
+			return fmt.Errorf("%s field %q: %w", f.name, written, err)
 		}
 	}
-	segs[posDow] = unwrapWeekdays(segs[posDow])
+	return nil
+}
 
+// newCron builds the cron of expr from its checked segments (the weekdays
+// unwrapped): it caches the values each time field matches and has gronx
+// judge the day fields once, so that a bad segment fails here rather than
+// in Next.
+func newCron(expr string, loc *time.Location, segs []string) (*cron, error) {
 	c := &cron{
 		expr:  expr,
 		loc:   loc,
@@ -137,6 +172,18 @@ func parse(expr string, loc *time.Location) (Schedule, error) {
 		dow:   segs[posDow],
 	}
 	c.anyDay = isStar(c.dom) && isStar(c.dow)
+	if err := c.setTimeFields(segs); err != nil {
+		return nil, err
+	}
+	if err := c.checkDays(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// setTimeFields sets the value sets of the second, minute, hour and month
+// fields from segs, as gronx matches them (valueSet).
+func (c *cron) setTimeFields(segs []string) error {
 	timeFields := []struct {
 		set *uint64
 		pos int
@@ -148,19 +195,24 @@ func parse(expr string, loc *time.Location) (Schedule, error) {
 		{&c.month, posMonth, func(v int) time.Time { return time.Date(2000, time.Month(v), 1, 0, 0, 0, 0, time.UTC) }},
 	}
 	for _, tf := range timeFields {
+		var err error
 		if *tf.set, err = valueSet(segs[tf.pos], fields[tf.pos], tf.at); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	// Let gronx judge the day fields too, over every day of a leap year
-	// (that covers every day of month, weekday, last day and nth weekday).
+	return nil
+}
+
+// checkDays lets gronx judge the day fields too, over every day of a leap
+// year (that covers every day of month, weekday, last day and nth weekday).
+func (c *cron) checkDays() error {
 	var chk gronx.SegmentChecker
 	for d := time.Date(2028, 1, 1, 12, 0, 0, 0, time.UTC); d.Year() == 2028; d = d.AddDate(0, 0, 1) {
 		if _, err := c.dayDue(&chk, d); err != nil {
-			return nil, fmt.Errorf("day fields %q %q: %w", c.dom, c.dow, err)
+			return fmt.Errorf("day fields %q %q: %w", c.dom, c.dow, err)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // parseEvery parses the words after "@every".

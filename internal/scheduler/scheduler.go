@@ -239,7 +239,19 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.drain, s.endDrain = context.WithCancel(context.WithoutCancel(ctx))
 	defer s.endDrain()
 	var wg sync.WaitGroup
-	s.hooks.ctx, s.hooks.wg = runCtx, &wg
+	s.startLoops(ctx, runCtx, &wg)
+	s.loop(ctx, runCtx, &wg)
+	s.awaitRuns(&wg, stopRuns)
+	return nil
+}
+
+// startLoops starts, under wg, the loops that run beside the slots' timer:
+// pruning, keepRuns, notes, triggers and the reads of the jobs' control
+// records. The controls are read once before it returns, so that a pause is
+// honoured from the first slot dispatched. Hooks started later run under
+// runCtx and wg too.
+func (s *Scheduler) startLoops(ctx, runCtx context.Context, wg *sync.WaitGroup) {
+	s.hooks.ctx, s.hooks.wg = runCtx, wg
 	if p, ok := s.o.Backend.(claim.Pruner); ok && s.o.Retention > 0 {
 		wg.Go(func() { s.pruneLoop(ctx, p) })
 	}
@@ -249,38 +261,35 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if s.notes.rec != nil {
 		wg.Go(func() { s.recordNotes(ctx) })
 	}
-	s.trig.bind(ctx, runCtx, &wg)
+	s.trig.bind(ctx, runCtx, wg)
 	if s.pauses.ctl != nil {
 		first := s.o.Clock.Now()
 		s.readControls(ctx) // before the first slot is dispatched
 		wg.Go(func() { s.pollControls(ctx, first) })
 	}
+}
 
+// loop is Run's loop until ctx is cancelled: it dispatches the slots that
+// are due, sends the preparations that are due, and waits for the next of
+// them, the start's answers or a reload. It alone touches the heap and
+// lastBatch.
+func (s *Scheduler) loop(ctx, runCtx context.Context, wg *sync.WaitGroup) {
 	h := &slotHeap{}
 	start := s.o.Clock.Now()
-	st := s.beginStart(ctx, runCtx, &wg, h, start)
+	st := s.beginStart(ctx, runCtx, wg, h, start)
 	cursor := start // every slot at or before cursor has been dispatched
 	for ctx.Err() == nil {
 		now := s.o.Clock.Now()
 		st.expire(h, now)
 		if h.Len() > 0 && !(*h)[0].due().After(now) {
-			s.dispatchDue(ctx, runCtx, &wg, h, now)
+			s.dispatchDue(ctx, runCtx, wg, h, now)
 			cursor = now
 			continue
 		}
-		s.sendDue(ctx, &wg, now)
-		wake := now.Add(s.o.MaxWait)
-		if h.Len() > 0 && (*h)[0].due().Before(wake) {
-			wake = (*h)[0].due()
-		}
-		for _, w := range []time.Time{s.prep.wake(), st.wake()} {
-			if !w.IsZero() && w.Before(wake) {
-				wake = w
-			}
-		}
+		s.sendDue(ctx, wg, now)
 		// Armed at the instant, not after a duration from now: time that
 		// passes before the timer is armed is not added to the wait.
-		timer := clock.NewTimerAt(s.o.Clock, wake)
+		timer := clock.NewTimerAt(s.o.Clock, s.wake(h, st, now))
 		select {
 		case <-ctx.Done():
 		case <-timer.C():
@@ -292,7 +301,30 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		timer.Stop()
 	}
+}
 
+// wake is when the loop next has work, at most MaxWait after now (so that a
+// wall-clock step is noticed): the earliest of the next claim due, the next
+// preparation due and the instant a held job's catch-up is given up
+// (start.go).
+func (s *Scheduler) wake(h *slotHeap, st *starter, now time.Time) time.Time {
+	wake := now.Add(s.o.MaxWait)
+	if h.Len() > 0 && (*h)[0].due().Before(wake) {
+		wake = (*h)[0].due()
+	}
+	for _, w := range []time.Time{s.prep.wake(), st.wake()} {
+		if !w.IsZero() && w.Before(wake) {
+			wake = w
+		}
+	}
+	return wake
+}
+
+// awaitRuns is the stop once no new claim is sent: it opens the stop's
+// window, waits up to ShutdownGrace for everything started under wg, then
+// stops the runs still going (stopRuns: their leases are released) and
+// waits for them to end.
+func (s *Scheduler) awaitRuns(wg *sync.WaitGroup, stopRuns context.CancelFunc) {
 	s.o.Log.Info("stopping: no new claims; waiting for running jobs", zap.Duration("grace", s.o.ShutdownGrace))
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -301,7 +333,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.openStopWindow()
 	select {
 	case <-done:
-		return nil
+		return
 	case <-grace.C():
 	}
 	if n := s.running.Load(); n > 0 {
@@ -309,7 +341,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	stopRuns()
 	<-done
-	return nil
 }
 
 // replace swaps the heap's entries for fresh, keeping the place of jobs
@@ -629,75 +660,117 @@ func (s *Scheduler) claimFirst(ctx context.Context, job config.Job, slot, hold t
 // which an overlap answer is provisional (not counted, logged at debug). A
 // backup's takeover claim passes the zero time.
 func (s *Scheduler) claimRetrying(ctx context.Context, job config.Job, slot time.Time, tok claim.Token, hold time.Time) (answered, bool) {
-	first := !hold.IsZero()
-	req := claim.Request{
-		Job: job.Name, Slot: slot.UnixMilli(), Token: tok, Instance: s.o.Instance,
-		MaxLate: claimMaxLate(job, slot, hold), Lease: job.Lease, MaxAttempts: job.MaxAttempts,
-		Overlap: claim.OverlapPolicy(job.Overlap),
-	}
-	log := s.o.Log.With(zap.String("job", job.Name), zap.Time("slot", slot),
-		zap.String("instance", s.o.Instance), zap.String("token", tok.Short()))
-	backoff := 100 * time.Millisecond
-	sent := false // a copy was sent and got no answer
+	r := s.newResender(job, slot, tok, hold)
 	for {
-		req.Now = s.o.Clock.Now()
-		res, took, err := s.claimOnce(ctx, req, s.callTimeout(job))
+		r.req.Now = s.o.Clock.Now()
+		res, took, err := s.claimOnce(ctx, r.req, s.callTimeout(job))
 		if err == nil {
-			s.health.ok("claim")
-			if res.Holder != "" && res.Holder != s.o.Instance {
-				// Another instance holds the run, or ran it: a peer.
-				s.peers.saw(res.Holder, s.o.Clock.Now())
-			}
-			c := answered{req: req, res: res}
-			if first && c.held(hold) {
-				// Not this slot's answer yet: the caller asks again,
-				// and the last answer is the one counted.
-				log.Debug("claim found the job's previous run live; asking again until it ends or the hold is over")
-				return c, true
-			}
-			if s.o.Hooks.Claimed != nil {
-				s.o.Hooks.Claimed(config.JobOfKey(job.Name), slot, res, took)
-			}
-			logAnswer(log, res)
-			c.leaseStart = req.Now
-			if !res.LeaseUntil.IsZero() && !res.StoreNow.IsZero() {
-				if left := res.LeaseUntil.Sub(res.StoreNow); left < job.Lease {
-					c.leaseStart = c.leaseStart.Add(left - job.Lease)
-				}
-			}
-			return c, true
+			return r.answer(res, took), true
 		}
-		if ctx.Err() != nil {
-			// The stop began: a copy sent and left unanswered may have
-			// won the run.
-			if sent = sent || !errors.Is(err, errNotSent); sent {
-				s.unanswered(req, err)
-			}
+		if !r.again(ctx, err) {
 			return answered{}, false
 		}
-		sent = true
-		s.health.failed("claim", err)
-		if claim.IsPermanent(err) {
-			// An answer: the store refused it, and would refuse it
-			// again. health logged the cause and the fix.
-			s.countMissed(job.Name, ReasonStoreRefused, 1)
-			s.note(job.Name, slot, claim.StatusMissed, ReasonStoreRefused)
-			return answered{}, false
-		}
-		if first && s.o.Clock.Now().Sub(slot) > s.resendFor(job, slot) {
-			log.Warn("claim abandoned: no answer from the store within maxLate of the slot (a lease more on a lease store)", zap.Error(err))
-			s.countMissed(job.Name, ReasonStoreUnreachable, 1)
-			s.note(job.Name, slot, claim.StatusMissed, ReasonStoreUnreachable)
-			return answered{}, false
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		log.Debug("claim got no answer; re-sending with the same token", zap.Error(err), zap.Duration("after", wait))
-		if clock.Sleep(ctx, s.o.Clock, wait) != nil {
-			s.unanswered(req, err)
-			return answered{}, false
-		}
-		backoff = min(backoff*2, 2*time.Second)
 	}
+}
+
+// resender is one claim of claimRetrying, sent and re-sent with the same
+// token: the request, and what its sends so far have left.
+type resender struct {
+	s     *Scheduler
+	job   config.Job
+	slot  time.Time
+	hold  time.Time // zero for a backup's takeover claim
+	first bool      // a first claim: hold is set
+	req   claim.Request
+	log   *zap.Logger
+	// backoff is the base of the wait before the next re-send.
+	backoff time.Duration
+	sent    bool // a copy was sent and got no answer
+}
+
+// newResender builds the request of a claim of (job, slot) with token tok,
+// and the logger that names it.
+func (s *Scheduler) newResender(job config.Job, slot time.Time, tok claim.Token, hold time.Time) *resender {
+	return &resender{
+		s: s, job: job, slot: slot, hold: hold, first: !hold.IsZero(),
+		req: claim.Request{
+			Job: job.Name, Slot: slot.UnixMilli(), Token: tok, Instance: s.o.Instance,
+			MaxLate: claimMaxLate(job, slot, hold), Lease: job.Lease, MaxAttempts: job.MaxAttempts,
+			Overlap: claim.OverlapPolicy(job.Overlap),
+		},
+		log: s.o.Log.With(zap.String("job", job.Name), zap.Time("slot", slot),
+			zap.String("instance", s.o.Instance), zap.String("token", tok.Short())),
+		backoff: 100 * time.Millisecond,
+	}
+}
+
+// answer takes the store's answer res (took to come) to the request last
+// sent: it notes the holder as a peer, counts and logs the answer unless it
+// is provisional (held), and sets the instant the run's lease counts from.
+func (r *resender) answer(res claim.Result, took time.Duration) answered {
+	s := r.s
+	s.health.ok("claim")
+	if res.Holder != "" && res.Holder != s.o.Instance {
+		// Another instance holds the run, or ran it: a peer.
+		s.peers.saw(res.Holder, s.o.Clock.Now())
+	}
+	c := answered{req: r.req, res: res}
+	if r.first && c.held(r.hold) {
+		// Not this slot's answer yet: the caller asks again,
+		// and the last answer is the one counted.
+		r.log.Debug("claim found the job's previous run live; asking again until it ends or the hold is over")
+		return c
+	}
+	if s.o.Hooks.Claimed != nil {
+		s.o.Hooks.Claimed(config.JobOfKey(r.job.Name), r.slot, res, took)
+	}
+	logAnswer(r.log, res)
+	c.leaseStart = r.req.Now
+	if !res.LeaseUntil.IsZero() && !res.StoreNow.IsZero() {
+		if left := res.LeaseUntil.Sub(res.StoreNow); left < r.job.Lease {
+			c.leaseStart = c.leaseStart.Add(left - r.job.Lease)
+		}
+	}
+	return c
+}
+
+// again takes a send that got no answer (err) and reports whether to
+// re-send: not once the stop began, nor after a refusal, nor (for a first
+// claim) past resendFor; otherwise it waits the backoff first, jittered,
+// and doubles it up to 2s.
+func (r *resender) again(ctx context.Context, err error) bool {
+	s, job, slot := r.s, r.job, r.slot
+	if ctx.Err() != nil {
+		// The stop began: a copy sent and left unanswered may have
+		// won the run.
+		if r.sent = r.sent || !errors.Is(err, errNotSent); r.sent {
+			s.unanswered(r.req, err)
+		}
+		return false
+	}
+	r.sent = true
+	s.health.failed("claim", err)
+	if claim.IsPermanent(err) {
+		// An answer: the store refused it, and would refuse it
+		// again. health logged the cause and the fix.
+		s.countMissed(job.Name, ReasonStoreRefused, 1)
+		s.note(job.Name, slot, claim.StatusMissed, ReasonStoreRefused)
+		return false
+	}
+	if r.first && s.o.Clock.Now().Sub(slot) > s.resendFor(job, slot) {
+		r.log.Warn("claim abandoned: no answer from the store within maxLate of the slot (a lease more on a lease store)", zap.Error(err))
+		s.countMissed(job.Name, ReasonStoreUnreachable, 1)
+		s.note(job.Name, slot, claim.StatusMissed, ReasonStoreUnreachable)
+		return false
+	}
+	wait := r.backoff/2 + rand.N(r.backoff/2+1)
+	r.log.Debug("claim got no answer; re-sending with the same token", zap.Error(err), zap.Duration("after", wait))
+	if clock.Sleep(ctx, s.o.Clock, wait) != nil {
+		s.unanswered(r.req, err)
+		return false
+	}
+	r.backoff = min(r.backoff*2, 2*time.Second)
+	return true
 }
 
 // logAnswer logs a claim's answer at the level an operator needs: a slot
