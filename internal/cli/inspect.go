@@ -77,75 +77,105 @@ func newValidateCmd(env Env) *cobra.Command {
 const MaxNextCount = 10000
 
 func newNextCmd(env Env) *cobra.Command {
-	var (
-		cf     configFlags
-		job    string
-		n      int
-		from   string
-		asJSON bool
-	)
+	n := &nextCmd{env: env}
 	c := &cobra.Command{
 		Use:   "next",
 		Short: "Print the next slots of each job, in its zone and in UTC, and when each run starts (jitterMs)",
 		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			switch {
-			case n <= 0:
-				return usageError(fmt.Errorf("-n %d: want a positive count", n))
-			case n > MaxNextCount:
-				return usageError(fmt.Errorf("-n %d: at most %d slots per job (--count)", n, MaxNextCount))
-			}
-			cfg, err := cf.load(env)
-			if err != nil {
-				return err
-			}
-			t0 := clock.Real{}.Now()
-			if from != "" {
-				if t0, err = time.Parse(time.RFC3339Nano, from); err != nil {
-					return usageError(fmt.Errorf("--from %q: want RFC 3339, e.g. 2027-03-28T00:00:00Z", from))
-				}
-			}
-			jobs, err := selectJobs(cfg, job)
-			if err != nil {
-				return err
-			}
-			out, err := status.NextSlots(jobs, t0, n)
-			if err != nil {
-				return usageError(err)
-			}
-			if asJSON {
-				enc := json.NewEncoder(env.Stdout)
-				for _, s := range out {
-					if err := enc.Encode(s); err != nil {
-						return runtimeError(err)
-					}
-				}
-				return nil
-			}
-			tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-			// START only where a job has a jitter: otherwise it is the slot.
-			jittered := slices.ContainsFunc(jobs, func(j config.Job) bool { return j.Jitter > 0 })
-			if jittered {
-				fmt.Fprintln(tw, "JOB\tLOCAL\tUTC\tSTART (UTC)")
-			} else {
-				fmt.Fprintln(tw, "JOB\tLOCAL\tUTC")
-			}
-			for _, s := range out {
-				if jittered {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Job, s.Local, s.Slot, s.Start)
-				} else {
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Job, s.Local, s.Slot)
-				}
-			}
-			return tw.Flush()
-		},
+		RunE:  func(*cobra.Command, []string) error { return n.run() },
 	}
-	cf.register(c, env)
-	c.Flags().StringVar(&job, "job", "", "only this job")
-	c.Flags().IntVarP(&n, "count", "n", 5, fmt.Sprintf("slots per job (at most %d)", MaxNextCount))
-	c.Flags().StringVar(&from, "from", "", "start after this time (RFC 3339; default now)")
-	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per slot: job, slot, slot_ms, local, start, start_ms")
+	n.cf.register(c, env)
+	c.Flags().StringVar(&n.job, "job", "", "only this job")
+	c.Flags().IntVarP(&n.count, "count", "n", 5, fmt.Sprintf("slots per job (at most %d)", MaxNextCount))
+	c.Flags().StringVar(&n.from, "from", "", "start after this time (RFC 3339; default now)")
+	c.Flags().BoolVar(&n.asJSON, "json", false, "one JSON object per slot: job, slot, slot_ms, local, start, start_ms")
 	return c
+}
+
+// nextCmd is one anarchond next: its flags, and the steps that compute and
+// print the slots.
+type nextCmd struct {
+	env    Env
+	cf     configFlags
+	job    string
+	count  int
+	from   string
+	asJSON bool
+}
+
+// run checks the flags, loads the crontab and prints the next slots of the
+// jobs selected, as JSON lines or as a table.
+func (n *nextCmd) run() error {
+	switch {
+	case n.count <= 0:
+		return usageError(fmt.Errorf("-n %d: want a positive count", n.count))
+	case n.count > MaxNextCount:
+		return usageError(fmt.Errorf("-n %d: at most %d slots per job (--count)", n.count, MaxNextCount))
+	}
+	cfg, err := n.cf.load(n.env)
+	if err != nil {
+		return err
+	}
+	t0, err := n.start()
+	if err != nil {
+		return err
+	}
+	jobs, err := selectJobs(cfg, n.job)
+	if err != nil {
+		return err
+	}
+	out, err := status.NextSlots(jobs, t0, n.count)
+	if err != nil {
+		return usageError(err)
+	}
+	if n.asJSON {
+		return n.writeJSON(out)
+	}
+	return n.writeTable(jobs, out)
+}
+
+// start is the time the slots follow: --from, or now.
+func (n *nextCmd) start() (time.Time, error) {
+	if n.from == "" {
+		return clock.Real{}.Now(), nil
+	}
+	t0, err := time.Parse(time.RFC3339Nano, n.from)
+	if err != nil {
+		return time.Time{}, usageError(fmt.Errorf("--from %q: want RFC 3339, e.g. 2027-03-28T00:00:00Z", n.from))
+	}
+	return t0, nil
+}
+
+// writeJSON prints one JSON object per slot.
+func (n *nextCmd) writeJSON(out []status.NextSlot) error {
+	enc := json.NewEncoder(n.env.Stdout)
+	for _, s := range out {
+		if err := enc.Encode(s); err != nil {
+			return runtimeError(err)
+		}
+	}
+	return nil
+}
+
+// writeTable prints the slots as a table, with a START column when one of
+// the jobs has a jitter.
+func (n *nextCmd) writeTable(jobs []config.Job, out []status.NextSlot) error {
+	tw := tabwriter.NewWriter(n.env.Stdout, 0, 4, 2, ' ', 0)
+	// START only where a job has a jitter: otherwise it is the slot.
+	jittered := slices.ContainsFunc(jobs, func(j config.Job) bool { return j.Jitter > 0 })
+	if jittered {
+		fmt.Fprintln(tw, "JOB\tLOCAL\tUTC\tSTART (UTC)")
+	} else {
+		fmt.Fprintln(tw, "JOB\tLOCAL\tUTC")
+	}
+	for _, s := range out {
+		if jittered {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Job, s.Local, s.Slot, s.Start)
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Job, s.Local, s.Slot)
+		}
+	}
+	return tw.Flush()
 }
 
 // selectJobs returns every job, or the one named (a usage error if unknown).
@@ -162,15 +192,7 @@ func selectJobs(cfg *config.Config, name string) ([]config.Job, error) {
 }
 
 func newStatusCmd(env Env) *cobra.Command {
-	var (
-		cf     configFlags
-		job    string
-		limit  int
-		asJSON bool
-		filter status.Filter
-		outc   string
-		watchF bool
-	)
+	s := &statusCmd{env: env}
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Show recent runs read from the store: what ran where",
@@ -185,49 +207,77 @@ func newStatusCmd(env Env) *cobra.Command {
 			"onDrift: pause), missed (late, store_unreachable, store_refused, all_down,\n" +
 			"catch_up) or unknown (the store gave no decision); --all or --outcome shows them.",
 		Args: cobra.NoArgs,
-		RunE: cf.runE(env, func(c *cobra.Command, _ []string, cfg *config.Config) error {
-			if limit <= 0 {
-				return usageError(fmt.Errorf("--limit %d: want a positive count", limit))
-			}
-			if outc != "" {
-				if filter.All {
-					return usageError(errors.New("--all and --outcome: give one of them (--all shows every outcome)"))
-				}
-				outcomes, err := status.ParseOutcomes(outc)
-				if err != nil {
-					return usageError(fmt.Errorf("--outcome: %w", err))
-				}
-				filter.Outcomes = outcomes
-			}
-			q := claim.ListQuery{Job: job, Limit: limit, Statuses: filter.Query()}
-			if watchF {
-				if asJSON {
-					return usageError(errWatchJSON)
-				}
-				return watchStatus(c.Context(), env, cfg, q, filter)
-			}
-			p := storePrint[[]claim.Run]{
-				open: openToRead,
-				read: func(ctx context.Context, b claim.Backend) ([]claim.Run, error) {
-					runs, err := readStatus(ctx, b, cfg, q, filter)
-					if err != nil {
-						return nil, runtimeError(err)
-					}
-					return annotate(ctx, env, b, runs), nil
-				},
-				json: status.WriteJSON, table: status.WriteTable,
-			}
-			return p.run(c.Context(), env, cfg, asJSON)
+		RunE: s.cf.runE(env, func(c *cobra.Command, _ []string, cfg *config.Config) error {
+			return s.run(c.Context(), cfg)
 		}),
 	}
-	cf.register(c, env)
-	c.Flags().StringVar(&job, "job", "", "only this job")
-	c.Flags().IntVar(&limit, "limit", 20, "at most this many runs, newest slot first")
-	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per run")
-	c.Flags().BoolVar(&filter.All, "all", false, "every outcome, the slots no attempt ran too")
-	c.Flags().StringVar(&outc, "outcome", "", "only these outcomes, comma-separated (e.g. skipped,missed)")
-	c.Flags().BoolVar(&watchF, "watch", false, "redraw the table every second until Ctrl-C")
+	s.cf.register(c, env)
+	c.Flags().StringVar(&s.job, "job", "", "only this job")
+	c.Flags().IntVar(&s.limit, "limit", 20, "at most this many runs, newest slot first")
+	c.Flags().BoolVar(&s.asJSON, "json", false, "one JSON object per run")
+	c.Flags().BoolVar(&s.filter.All, "all", false, "every outcome, the slots no attempt ran too")
+	c.Flags().StringVar(&s.outcome, "outcome", "", "only these outcomes, comma-separated (e.g. skipped,missed)")
+	c.Flags().BoolVar(&s.watch, "watch", false, "redraw the table every second until Ctrl-C")
 	return c
+}
+
+// statusCmd is one anarchond status: its flags, and the steps that read
+// the runs and print them.
+type statusCmd struct {
+	env     Env
+	cf      configFlags
+	job     string
+	limit   int
+	asJSON  bool
+	filter  status.Filter
+	outcome string // --outcome as given; query parses it into filter
+	watch   bool
+}
+
+// run prints the runs the flags select once, or redraws them every second
+// with --watch.
+func (s *statusCmd) run(ctx context.Context, cfg *config.Config) error {
+	q, err := s.query()
+	if err != nil {
+		return err
+	}
+	if s.watch {
+		if s.asJSON {
+			return usageError(errWatchJSON)
+		}
+		return watchStatus(ctx, s.env, cfg, q, s.filter)
+	}
+	p := storePrint[[]claim.Run]{
+		open: openToRead,
+		read: func(ctx context.Context, b claim.Backend) ([]claim.Run, error) {
+			runs, err := readStatus(ctx, b, cfg, q, s.filter)
+			if err != nil {
+				return nil, runtimeError(err)
+			}
+			return annotate(ctx, s.env, b, runs), nil
+		},
+		json: status.WriteJSON, table: status.WriteTable,
+	}
+	return p.run(ctx, s.env, cfg, s.asJSON)
+}
+
+// query checks --limit, --all and --outcome, sets the filter's outcomes and
+// returns what to ask the store for.
+func (s *statusCmd) query() (claim.ListQuery, error) {
+	if s.limit <= 0 {
+		return claim.ListQuery{}, usageError(fmt.Errorf("--limit %d: want a positive count", s.limit))
+	}
+	if s.outcome != "" {
+		if s.filter.All {
+			return claim.ListQuery{}, usageError(errors.New("--all and --outcome: give one of them (--all shows every outcome)"))
+		}
+		outcomes, err := status.ParseOutcomes(s.outcome)
+		if err != nil {
+			return claim.ListQuery{}, usageError(fmt.Errorf("--outcome: %w", err))
+		}
+		s.filter.Outcomes = outcomes
+	}
+	return claim.ListQuery{Job: s.job, Limit: s.limit, Statuses: s.filter.Query()}, nil
 }
 
 // watchStatus is status --watch: the table redrawn every second.

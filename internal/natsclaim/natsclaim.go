@@ -435,20 +435,7 @@ func passwordAuth(rawURL, pw string) (string, []nats.Option, error) {
 // connect dials o.URL with the reconnect policy, logging handlers and the
 // extra options; secrets are hidden from what it logs.
 func connect(ctx context.Context, o Options, secrets []string, extra []nats.Option) (*nats.Conn, error) {
-	log := o.Log
-	// server is the redacted URL of the server last connected to: nats.go
-	// no longer names it once the connection is lost.
-	var server atomic.Pointer[string]
-	setServer := func(nc *nats.Conn) {
-		u := secret.Redact(nc.ConnectedUrlRedacted())
-		server.Store(&u)
-	}
-	lastServer := func() string {
-		if u := server.Load(); u != nil {
-			return *u
-		}
-		return secret.Redact(o.URL)
-	}
+	w := &connWatch{log: o.Log, url: o.URL, secrets: secrets}
 	opts := []nats.Option{
 		nats.Name(o.Name),
 		nats.MaxReconnects(-1),
@@ -463,24 +450,9 @@ func connect(ctx context.Context, o Options, secrets []string, extra []nats.Opti
 		nats.ReconnectBufSize(-1),
 		// One line per state change: nats.go calls these once per
 		// disconnection and once per reconnection, not per failed attempt.
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err == nil { // closed by us
-				return
-			}
-			log.Warn("nats connection lost; reconnecting", zap.String("url", lastServer()),
-				zap.String("error", secret.Hide(err.Error(), secrets...)))
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			setServer(nc)
-			log.Info("nats reconnected", zap.String("url", lastServer()))
-		}),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			subj := ""
-			if sub != nil {
-				subj = sub.Subject
-			}
-			log.Warn("nats asynchronous error", zap.String("subject", subj), zap.String("error", secret.Hide(err.Error(), secrets...)))
-		}),
+		nats.DisconnectErrHandler(w.disconnected),
+		nats.ReconnectHandler(w.reconnected),
+		nats.ErrorHandler(w.asyncError),
 	}
 	opts = append(opts, extra...)
 	// nats.Connect takes no context: each server's dial is bounded by
@@ -492,10 +464,61 @@ func connect(ctx context.Context, o Options, secrets []string, extra []nats.Opti
 	if err != nil {
 		return nil, err
 	}
-	setServer(nc)
-	log.Info("connected to nats", zap.String("url", lastServer()),
+	w.setServer(nc)
+	w.log.Info("connected to nats", zap.String("url", w.lastServer()),
 		zap.String("server_version", nc.ConnectedServerVersion()))
 	return nc, nil
+}
+
+// connWatch logs a connection's state changes (nats.go's handlers) with
+// the server it was on, and the secrets hidden.
+type connWatch struct {
+	log     *zap.Logger
+	url     string // the URLs dialled, named until a server answers
+	secrets []string
+	// server is the redacted URL of the server last connected to: nats.go
+	// no longer names it once the connection is lost.
+	server atomic.Pointer[string]
+}
+
+// setServer remembers the server nc is connected to.
+func (w *connWatch) setServer(nc *nats.Conn) {
+	u := secret.Redact(nc.ConnectedUrlRedacted())
+	w.server.Store(&u)
+}
+
+// lastServer is the redacted URL of the server last connected to, or of
+// the URLs dialled before any answered.
+func (w *connWatch) lastServer() string {
+	if u := w.server.Load(); u != nil {
+		return *u
+	}
+	return secret.Redact(w.url)
+}
+
+// disconnected logs a lost connection; nats.go reconnects by itself.
+func (w *connWatch) disconnected(_ *nats.Conn, err error) {
+	if err == nil { // closed by us
+		return
+	}
+	w.log.Warn("nats connection lost; reconnecting", zap.String("url", w.lastServer()),
+		zap.String("error", secret.Hide(err.Error(), w.secrets...)))
+}
+
+// reconnected logs the server the connection is back on.
+func (w *connWatch) reconnected(nc *nats.Conn) {
+	w.setServer(nc)
+	w.log.Info("nats reconnected", zap.String("url", w.lastServer()))
+}
+
+// asyncError logs an error nats.go reports outside any call, with the
+// subscription's subject when it has one.
+func (w *connWatch) asyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
+	subj := ""
+	if sub != nil {
+		subj = sub.Subject
+	}
+	w.log.Warn("nats asynchronous error", zap.String("subject", subj), zap.String("error", secret.Hide(err.Error(), w.secrets...)))
 }
 
 // Stream returns the stream's name.

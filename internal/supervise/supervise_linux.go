@@ -41,23 +41,50 @@ func Main(argv []string) int {
 		fmt.Fprintln(os.Stderr, prefix+"no command given")
 		return ExitMisuse
 	}
+	spec, ok := readSpec()
+	if !ok {
+		return ExitMisuse
+	}
+	s := supervisor{sigs: sigs, parent: spec.Parent}
+	// The daemon may have died before the handler was installed.
+	s.killIfOrphaned()
+
+	cmd := jobCommand(argv, spec)
+	// The parent-death signal may have arrived while the command was being
+	// prepared: never start a job for a daemon that is gone.
+	select {
+	case <-sigs:
+		s.killIfOrphaned()
+	default:
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, prefix+"%v\n", err)
+		return StartFailureCode(err)
+	}
+	return s.wait(cmd)
+}
+
+// readSpec reads the runner's instructions from Env and removes it from the
+// environment the job inherits; without them the daemon is the supervisor's
+// parent. It prints why and returns false when Env cannot be read.
+func readSpec() (Spec, bool) {
 	var spec Spec
 	if s, ok := os.LookupEnv(Env); ok {
 		if err := json.Unmarshal([]byte(s), &spec); err != nil {
 			fmt.Fprintf(os.Stderr, prefix+"%s: %v\n", Env, err)
-			return ExitMisuse
+			return spec, false
 		}
 		os.Unsetenv(Env)
 	}
 	if spec.Parent == 0 {
 		spec.Parent = os.Getppid()
 	}
-	orphaned := func() bool { return os.Getppid() != spec.Parent }
-	// The daemon may have died before the handler was installed.
-	if orphaned() {
-		killGroup()
-	}
+	return spec, true
+}
 
+// jobCommand is the job's command as spec says to run it: its workdir and
+// credentials, the supervisor's stdio and environment.
+func jobCommand(argv []string, spec Spec) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Dir = spec.Dir
@@ -69,19 +96,28 @@ func Main(argv []string) int {
 			Uid: *spec.UID, Gid: spec.GID, Groups: spec.Groups,
 		}}
 	}
-	// The parent-death signal may have arrived while the command was being
-	// prepared: never start a job for a daemon that is gone.
-	select {
-	case <-sigs:
-		if orphaned() {
-			killGroup()
-		}
-	default:
+	return cmd
+}
+
+// supervisor is what Main watches besides the job: the signals it caught
+// and the daemon's pid.
+type supervisor struct {
+	sigs   chan os.Signal
+	parent int // the daemon's pid (Spec.Parent)
+}
+
+// killIfOrphaned kills the whole group, the supervisor included, when the
+// daemon is gone: the supervisor's parent is no longer the daemon.
+func (s supervisor) killIfOrphaned() {
+	if os.Getppid() != s.parent {
+		killGroup()
 	}
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, prefix+"%v\n", err)
-		return StartFailureCode(err)
-	}
+}
+
+// wait waits for the started job and returns its exit code; a signal in the
+// meantime kills the group only if the daemon is gone (otherwise the daemon
+// sent it to the whole group, and the job got it too).
+func (s supervisor) wait(cmd *exec.Cmd) int {
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
@@ -91,10 +127,8 @@ func Main(argv []string) int {
 		select {
 		case <-done:
 			return exitCode(cmd.ProcessState)
-		case <-sigs:
-			if orphaned() {
-				killGroup()
-			}
+		case <-s.sigs:
+			s.killIfOrphaned()
 		}
 	}
 }
