@@ -127,36 +127,12 @@ func (b *Backend) dialOne(ctx context.Context, n node, strict bool) (*session, e
 	if b.o.Instance != "" {
 		name += " " + b.o.Instance
 	}
-	var (
-		mu    sync.Mutex
-		raw   net.Conn
-		ended bool
-	)
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		ended = true
-		if raw != nil {
-			raw.Close()
-		}
-	})
+	g := &dialGuard{ctx: ctx, dialer: n.dialer}
+	stop := context.AfterFunc(ctx, g.end)
 	defer stop()
 	conn, err := amqp.DialConfig(n.url, amqp.Config{
 		Properties: amqp.Table{"connection_name": name},
-		Dial: func(network, addr string) (net.Conn, error) {
-			c, err := n.dialer(network, addr)
-			if err != nil {
-				return nil, err
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if ended {
-				c.Close()
-				return nil, ctx.Err()
-			}
-			raw = c
-			return c, nil
-		},
+		Dial:       g.dial,
 		// A copy: the client fills in ServerName.
 		TLSClientConfig: b.tls.Clone(),
 	})
@@ -166,23 +142,11 @@ func (b *Backend) dialOne(ctx context.Context, n node, strict bool) (*session, e
 		}
 		return nil, refusal(fmt.Errorf("connect to %s: %w", n.where, b.scrub(err)), err)
 	}
-	s := &session{conn: conn, raw: raw, node: n, closed: conn.NotifyClose(make(chan *amqp.Error, 1))}
+	s := &session{conn: conn, raw: g.raw, node: n, closed: conn.NotifyClose(make(chan *amqp.Error, 1))}
 	// The broker says connection.blocked right after the handshake when an
 	// alarm is already on: listen before anything else.
 	blocked := conn.NotifyBlocked(make(chan amqp.Blocking, 4))
-	go func() {
-		for bl := range blocked { // closed with the connection
-			if bl.Active {
-				reason := bl.Reason
-				s.blocked.Store(&reason)
-				b.log.Warn("rabbitmq blocked publishing (resource alarm); claims fail until it unblocks",
-					zap.String("reason", reason))
-			} else {
-				s.blocked.Store(nil)
-				b.log.Info("rabbitmq unblocked publishing")
-			}
-		}
-	}()
+	go b.watchBlocked(s, blocked)
 	dctx, cancel := b.withTimeout(ctx, n.timeout)
 	err = b.declareHistory(dctx, s)
 	cancel()
@@ -199,6 +163,62 @@ func (b *Backend) dialOne(ctx context.Context, n node, strict bool) (*session, e
 		return nil, fmt.Errorf("connect to %s: %w", n.where, context.Cause(ctx))
 	}
 	return s, nil
+}
+
+// dialGuard ties the TCP connection of one dial to the dial's ctx: end,
+// called when ctx ends, closes it, and dial closes at once a connection
+// made after that. Closing it ends the handshake or the declare on it.
+type dialGuard struct {
+	ctx    context.Context
+	dialer func(network, addr string) (netConn, error)
+
+	mu    sync.Mutex
+	raw   net.Conn // the connection dial made; nil before
+	ended bool     // ctx ended
+}
+
+// dial is amqp091's Dial: it connects with the node's dialer and keeps the
+// connection, or closes it when ctx has already ended.
+func (g *dialGuard) dial(network, addr string) (net.Conn, error) {
+	c, err := g.dialer(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ended {
+		c.Close()
+		return nil, g.ctx.Err()
+	}
+	g.raw = c
+	return c, nil
+}
+
+// end closes the connection dial made, and any it makes from now on.
+func (g *dialGuard) end() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ended = true
+	if g.raw != nil {
+		g.raw.Close()
+	}
+}
+
+// watchBlocked follows the broker's connection.blocked and unblocked
+// notices on blocked (closed with the connection) into s.blocked, logging
+// each.
+func (b *Backend) watchBlocked(s *session, blocked <-chan amqp.Blocking) {
+	for bl := range blocked { // closed with the connection
+		if bl.Active {
+			reason := bl.Reason
+			s.blocked.Store(&reason)
+			b.log.Warn("rabbitmq blocked publishing (resource alarm); claims fail until it unblocks",
+				zap.String("reason", reason))
+		} else {
+			s.blocked.Store(nil)
+			b.log.Info("rabbitmq unblocked publishing")
+		}
+	}
 }
 
 // drop closes the session's TCP connection without the AMQP close

@@ -215,90 +215,147 @@ func (b *Backend) publishGate(ctx context.Context, queue string, msg amqp.Publis
 // broker longer than its claim.
 func (b *Backend) runGate(ctx context.Context, s *session, gc *gateChannel, queue string, msg amqp.Publishing, op *gateOp) {
 	defer func() { <-b.slots }()
-	const (
-		closeIt   = iota
-		reuseIt   // answered cleanly: back to the idle list
-		handedOff // a declare with no answer: call abandoned the channel
-	)
-	fate := closeIt
-	defer func() {
-		switch fate {
-		case reuseIt:
-			b.put(s, gc)
-		case closeIt:
-			b.closeChannel(s, gc.ch, "close a gate channel")
-		}
-	}()
-	prepared := b.prepared.take(queue, b.clock.Now())
-	for published := false; ; published = true {
-		if !prepared {
-			handed, err := b.declareGate(ctx, s, gc, queue)
-			if err != nil {
-				if handed {
-					fate = handedOff
-				}
-				op.finish(answerNone, "", err)
-				return
-			}
-		}
-		if h := b.hooks.beforePublish; h != nil {
-			h(queue)
-		}
-		if !published && !op.phase.CompareAndSwap(opPending, opPublishing) {
-			fate = reuseIt // the waiter left before the publish
-			return
-		}
-		dc, err := gc.ch.PublishWithDeferredConfirm("", queue, true, false, msg)
-		switch {
-		case errors.Is(err, amqp.ErrClosed):
-			// amqp091 answers ErrClosed only before the publish's last frame
-			// was written: the broker never routes an incomplete publish
-			// (and an earlier copy, if any, was returned: stored nowhere).
-			op.finish(answerNone, "", unavailable("publish to %q: %v", queue, err))
-			return
-		case err != nil:
-			op.finish(answerMaybe, fmt.Sprintf("publish failed after it may have been sent: %v", b.scrub(err)), nil)
-			return
-		}
-		select {
-		case <-dc.Done():
-		case <-op.abandon:
-			return
-		case <-b.ctx.Done():
-			op.finish(answerMaybe, "backend closed before the confirm", nil)
-			return
-		}
-		returned := gc.drainReturns(msg.MessageId)
-		switch {
-		case returned && prepared:
-			// The gate declared ahead is gone (expired, deleted): the
-			// claim was stored nowhere. Declare the gate and publish
-			// again, unless the waiter has left (it answered unknown: a
-			// claim stored now would win a run that nobody runs).
-			select {
-			case <-op.abandon:
-				fate = reuseIt
-				return
-			default:
-			}
-			prepared = false
-			continue
-		case returned:
-			fate = reuseIt
-			op.finish(answerReturned, "the gate vanished between its declare and the publish (basic.return 312 NO_ROUTE)", nil)
-		case dc.Acked():
-			fate = reuseIt
-			op.finish(answerAck, "", nil)
-		case gc.ch.IsClosed():
-			// amqp091 completes the confirms of a closing channel as nacks,
-			// after it marked the channel closed.
-			op.finish(answerMaybe, "the channel closed before the confirm", nil)
-		default:
-			fate = reuseIt
-			op.finish(answerNack, "", nil)
-		}
-		return
+	g := &gateWorker{b: b, s: s, gc: gc, queue: queue, msg: msg, op: op, fate: fateClose}
+	defer g.release()
+	g.prepared = b.prepared.take(queue, b.clock.Now())
+	g.run(ctx)
+}
+
+// gateFate is what becomes of a gate channel once its claim's worker is
+// done with it.
+type gateFate uint8
+
+const (
+	fateClose     gateFate = iota // closed: a late confirm must not answer the next claim
+	fateReuse                     // answered cleanly: back to the idle list
+	fateHandedOff                 // a declare with no answer: call abandoned the channel
+)
+
+// gateWorker is the state of runGate's worker goroutine, which alone
+// touches it: the claim's gate channel, what it publishes there, and what
+// becomes of the channel after.
+type gateWorker struct {
+	b        *Backend
+	s        *session
+	gc       *gateChannel
+	queue    string
+	msg      amqp.Publishing
+	op       *gateOp
+	prepared bool // the gate was declared ahead of the claim
+	fate     gateFate
+}
+
+// release gives the channel back when the claim was answered cleanly, and
+// closes it in the background unless a declare with no answer handed it
+// off.
+func (g *gateWorker) release() {
+	switch g.fate {
+	case fateReuse:
+		g.b.put(g.s, g.gc)
+	case fateClose:
+		g.b.closeChannel(g.s, g.gc.ch, "close a gate channel")
 	}
+}
+
+// run declares the gate (unless it was declared ahead), publishes the
+// claim and answers op from its confirm. It goes round again only when a
+// gate declared ahead turned out to be gone.
+func (g *gateWorker) run(ctx context.Context) {
+	for published := false; ; published = true {
+		if !g.prepared && !g.declare(ctx) {
+			return
+		}
+		if h := g.b.hooks.beforePublish; h != nil {
+			h(g.queue)
+		}
+		if !published && !g.op.phase.CompareAndSwap(opPending, opPublishing) {
+			g.fate = fateReuse // the waiter left before the publish
+			return
+		}
+		dc, ok := g.publish()
+		if !ok || !g.answer(dc) {
+			return
+		}
+	}
+}
+
+// declare declares the gate, bounded by ctx. When that fails it answers op
+// with the error and reports false.
+func (g *gateWorker) declare(ctx context.Context) bool {
+	handed, err := g.b.declareGate(ctx, g.s, g.gc, g.queue)
+	if err == nil {
+		return true
+	}
+	if handed {
+		g.fate = fateHandedOff
+	}
+	g.op.finish(answerNone, "", err)
+	return false
+}
+
+// publish publishes the claim and waits for its confirm, which it returns.
+// It reports false, and leaves the channel to be closed, when there is no
+// confirm to read: the publish failed or the Backend closed (op answered),
+// or the waiter left.
+func (g *gateWorker) publish() (*amqp.DeferredConfirmation, bool) {
+	dc, err := g.gc.ch.PublishWithDeferredConfirm("", g.queue, true, false, g.msg)
+	switch {
+	case errors.Is(err, amqp.ErrClosed):
+		// amqp091 answers ErrClosed only before the publish's last frame
+		// was written: the broker never routes an incomplete publish
+		// (and an earlier copy, if any, was returned: stored nowhere).
+		g.op.finish(answerNone, "", unavailable("publish to %q: %v", g.queue, err))
+		return nil, false
+	case err != nil:
+		g.op.finish(answerMaybe, fmt.Sprintf("publish failed after it may have been sent: %v", g.b.scrub(err)), nil)
+		return nil, false
+	}
+	select {
+	case <-dc.Done():
+		return dc, true
+	case <-g.op.abandon:
+		return nil, false
+	case <-g.b.ctx.Done():
+		g.op.finish(answerMaybe, "backend closed before the confirm", nil)
+		return nil, false
+	}
+}
+
+// answer answers op from dc, the confirm that came, and any return before
+// it, and sets the channel's fate. It reports true, answering nothing,
+// when the claim must be published again: the gate declared ahead was
+// gone and the waiter is still there.
+func (g *gateWorker) answer(dc *amqp.DeferredConfirmation) (again bool) {
+	returned := g.gc.drainReturns(g.msg.MessageId)
+	switch {
+	case returned && g.prepared:
+		// The gate declared ahead is gone (expired, deleted): the
+		// claim was stored nowhere. Declare the gate and publish
+		// again, unless the waiter has left (it answered unknown: a
+		// claim stored now would win a run that nobody runs).
+		select {
+		case <-g.op.abandon:
+			g.fate = fateReuse
+			return false
+		default:
+		}
+		g.prepared = false
+		return true
+	case returned:
+		g.fate = fateReuse
+		g.op.finish(answerReturned, "the gate vanished between its declare and the publish (basic.return 312 NO_ROUTE)", nil)
+	case dc.Acked():
+		g.fate = fateReuse
+		g.op.finish(answerAck, "", nil)
+	case g.gc.ch.IsClosed():
+		// amqp091 completes the confirms of a closing channel as nacks,
+		// after it marked the channel closed.
+		g.op.finish(answerMaybe, "the channel closed before the confirm", nil)
+	default:
+		g.fate = fateReuse
+		g.op.finish(answerNack, "", nil)
+	}
+	return false
 }
 
 // declareGate declares the gate queue on gc, bounded by ctx. handedOff

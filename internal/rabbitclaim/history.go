@@ -297,18 +297,54 @@ func (w *historyWriter) publish(batch []*histItem) ([]*histItem, error) {
 	}
 	ctx, unwatch, release := w.attempt(batch)
 	defer release()
-	if w.sess != s || w.ch == nil || w.ch.IsClosed() {
-		w.dropChannel()
-		ch, err := b.openChannel(ctx, s, true)
-		if err != nil {
-			return batch, b.scrub(err)
-		}
-		w.sess, w.ch = s, ch
-		w.returns = ch.NotifyReturn(make(chan amqp.Return, historyBatch))
+	if err := w.ensureChannel(ctx, s); err != nil {
+		return batch, err
 	}
+	dcs, err := w.publishEach(batch)
+	confirmed, returned, cerr := w.awaitConfirms(ctx, batch, dcs, unwatch)
+	if cerr != nil {
+		err = cerr
+	}
+	var failed []*histItem
+	for i, it := range batch {
+		if !confirmed[i] {
+			failed = append(failed, it)
+		}
+	}
+	if len(returned) > 0 {
+		err = w.redeclare(s)
+	}
+	if len(failed) > 0 && err == nil {
+		err = errors.New("the broker refused the records (nack)")
+	}
+	return failed, err
+}
+
+// ensureChannel opens the writer's confirm channel on s, bounded by ctx,
+// unless it already has a live one there: a channel of an older session,
+// or one that closed, is dropped first.
+func (w *historyWriter) ensureChannel(ctx context.Context, s *session) error {
+	if w.sess == s && w.ch != nil && !w.ch.IsClosed() {
+		return nil
+	}
+	w.dropChannel()
+	ch, err := w.b.openChannel(ctx, s, true)
+	if err != nil {
+		return w.b.scrub(err)
+	}
+	w.sess, w.ch = s, ch
+	w.returns = ch.NotifyReturn(make(chan amqp.Return, historyBatch))
+	return nil
+}
+
+// publishEach publishes the records of batch in order, up to the first
+// publish that fails, and returns the deferred confirms of those published
+// and that failure.
+func (w *historyWriter) publishEach(batch []*histItem) ([]*amqp.DeferredConfirmation, error) {
+	b := w.b
 	dcs := make([]*amqp.DeferredConfirmation, 0, len(batch))
 	for _, it := range batch {
-		dc, perr := w.ch.PublishWithDeferredConfirm("", b.history, true, false, amqp.Publishing{
+		dc, err := w.ch.PublishWithDeferredConfirm("", b.history, true, false, amqp.Publishing{
 			ContentType:  "application/json",
 			DeliveryMode: amqp.Persistent,
 			MessageId:    it.id,
@@ -316,33 +352,29 @@ func (w *historyWriter) publish(batch []*histItem) ([]*histItem, error) {
 			AppId:        "anarchon",
 			Body:         it.body,
 		})
-		if perr != nil {
-			err = b.scrub(perr)
-			break
+		if err != nil {
+			return dcs, b.scrub(err)
 		}
 		dcs = append(dcs, dc)
 	}
+	return dcs, nil
+}
+
+// awaitConfirms waits, in order, for dcs, the confirms of the first
+// records of batch, and signals each record the broker acked and did not
+// return. When ctx ends first (see attempt) it drops the channel and
+// returns why. It reports which records were confirmed, and the ids of
+// those returned.
+func (w *historyWriter) awaitConfirms(ctx context.Context, batch []*histItem, dcs []*amqp.DeferredConfirmation,
+	unwatch func(i int)) (confirmed []bool, returned map[string]bool, err error) {
 	// A return comes before the confirm of its message: drained after
 	// each confirm, it is seen before that item is signalled.
-	returned := map[string]bool{}
-	drain := func() {
-		for {
-			select {
-			case r, ok := <-w.returns:
-				if !ok { // closed with the channel
-					return
-				}
-				returned[r.MessageId] = true
-			default:
-				return
-			}
-		}
-	}
-	confirmed := make([]bool, len(batch))
+	returned = map[string]bool{}
+	confirmed = make([]bool, len(batch))
 	for i, dc := range dcs {
 		select {
 		case <-dc.Done():
-			drain()
+			w.drainReturns(returned)
 			if dc.Acked() && !returned[batch[i].id] {
 				confirmed[i] = true
 				unwatch(i)
@@ -350,7 +382,7 @@ func (w *historyWriter) publish(batch []*histItem) ([]*histItem, error) {
 			}
 			continue
 		case <-ctx.Done():
-			if b.ctx.Err() != nil {
+			if w.b.ctx.Err() != nil {
 				err = ErrClosed
 			} else {
 				err = fmt.Errorf("%d of %d records not confirmed: %w (%w)", len(batch)-i, len(batch), errNoAnswer, context.Cause(ctx))
@@ -361,26 +393,38 @@ func (w *historyWriter) publish(batch []*histItem) ([]*histItem, error) {
 		w.dropChannel()
 		break
 	}
-	drain()
-	var failed []*histItem
-	for i, it := range batch {
-		if !confirmed[i] {
-			failed = append(failed, it)
+	w.drainReturns(returned)
+	return confirmed, returned, err
+}
+
+// drainReturns adds to returned the ids of the messages the broker
+// returned so far (basic.return), without waiting.
+func (w *historyWriter) drainReturns(returned map[string]bool) {
+	for {
+		select {
+		case r, ok := <-w.returns:
+			if !ok { // closed with the channel
+				return
+			}
+			returned[r.MessageId] = true
+		default:
+			return
 		}
 	}
-	if len(returned) > 0 {
-		// The stream is gone (deleted by hand): declare it again.
-		err = fmt.Errorf("history stream %q does not exist (basic.return)", b.history)
-		dctx, cancel := b.withTimeout(b.ctx, historyConfirmTimeout)
-		if derr := b.declareHistory(dctx, s); derr != nil {
-			err = derr
-		}
-		cancel()
+}
+
+// redeclare declares the history stream again on s, after the broker
+// returned records: the stream is gone (deleted by hand). It returns the
+// batch's error: the declare's, or, when it succeeded, the return's.
+func (w *historyWriter) redeclare(s *session) error {
+	b := w.b
+	err := fmt.Errorf("history stream %q does not exist (basic.return)", b.history)
+	dctx, cancel := b.withTimeout(b.ctx, historyConfirmTimeout)
+	if derr := b.declareHistory(dctx, s); derr != nil {
+		err = derr
 	}
-	if len(failed) > 0 && err == nil {
-		err = errors.New("the broker refused the records (nack)")
-	}
-	return failed, err
+	cancel()
+	return err
 }
 
 // Finish records the result of f's attempt in the history stream and waits
