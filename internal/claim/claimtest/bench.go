@@ -63,60 +63,99 @@ func BenchContended8(b *testing.B, newStore func(b *testing.B) (open func() clai
 			name = "OneBackend"
 		}
 		b.Run(name, func(b *testing.B) {
-			open := newStore(b)
-			backends := make([]claim.Backend, 8)
-			for i := range backends {
-				if shared && i > 0 {
-					backends[i] = backends[0]
-					continue
-				}
-				backends[i] = open()
-			}
-			base := time.Now().Add(-30 * time.Minute).UnixMilli()
-			lats := make([][]time.Duration, 8)
-			wins := make([]int, 8)
-			errs := make([]error, 8)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for g := range 8 {
-				wg.Go(func() {
-					tok := claim.NewToken()
-					lat := make([]time.Duration, 0, b.N)
-					<-start
-					for i := range b.N {
-						r := BenchRequest("bench", base+int64(i))
-						r.Token, r.Instance = tok, fmt.Sprintf("g%d", g)
-						t0 := time.Now()
-						res, err := backends[g].Claim(b.Context(), r)
-						lat = append(lat, time.Since(t0))
-						if err != nil {
-							errs[g] = err
-							return
-						}
-						if res.Outcome == claim.Won {
-							wins[g]++
-						}
-					}
-					lats[g] = lat
-				})
-			}
-			b.ResetTimer()
-			close(start)
-			wg.Wait()
-			b.StopTimer()
-			total := 0
-			for g := range 8 {
-				if errs[g] != nil {
-					b.Fatalf("claimer %d: %v", g, errs[g])
-				}
-				total += wins[g]
-			}
-			if total != b.N {
-				b.Fatalf("%d slots, %d wins: want exactly one per slot", b.N, total)
-			}
-			ReportLatency(b, slices.Concat(lats...))
+			c := newContended(b, newStore(b), shared)
+			c.run()
+			c.check()
 		})
 	}
+}
+
+// contended is one run of BenchContended8: the claimers' backends and the
+// first slot, and what each claimer measured and met, indexed by claimer.
+type contended struct {
+	b        *testing.B
+	backends []claim.Backend
+	base     int64
+	lats     [][]time.Duration
+	wins     []int
+	errs     []error
+}
+
+// newContended opens the 8 claimers' backends on the store: one shared by
+// all when shared, else one each.
+func newContended(b *testing.B, open func() claim.Backend, shared bool) *contended {
+	backends := make([]claim.Backend, 8)
+	for i := range backends {
+		if shared && i > 0 {
+			backends[i] = backends[0]
+			continue
+		}
+		backends[i] = open()
+	}
+	return &contended{
+		b:        b,
+		backends: backends,
+		base:     time.Now().Add(-30 * time.Minute).UnixMilli(),
+		lats:     make([][]time.Duration, 8),
+		wins:     make([]int, 8),
+		errs:     make([]error, 8),
+	}
+}
+
+// run times the 8 claimers, released together, over b.N slots.
+func (c *contended) run() {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() { c.claimer(g, start) })
+	}
+	c.b.ResetTimer()
+	close(start)
+	wg.Wait()
+	c.b.StopTimer()
+}
+
+// claimer is claimer g: with its own token, once start closes, it claims
+// every slot in order, timing each claim and counting its wins. It stops
+// at its first error.
+func (c *contended) claimer(g int, start <-chan struct{}) {
+	b := c.b
+	tok := claim.NewToken()
+	lat := make([]time.Duration, 0, b.N)
+	<-start
+	for i := range b.N {
+		r := BenchRequest("bench", c.base+int64(i))
+		r.Token, r.Instance = tok, fmt.Sprintf("g%d", g)
+		t0 := time.Now()
+		res, err := c.backends[g].Claim(b.Context(), r)
+		lat = append(lat, time.Since(t0))
+		if err != nil {
+			c.errs[g] = err
+			return
+		}
+		if res.Outcome == claim.Won {
+			c.wins[g]++
+		}
+	}
+	c.lats[g] = lat
+}
+
+// check fails the benchmark on any claimer's error or unless every slot
+// was won exactly once, then reports the latencies of all claims.
+func (c *contended) check() {
+	b := c.b
+	b.Helper()
+	total := 0
+	for g := range 8 {
+		if c.errs[g] != nil {
+			b.Fatalf("claimer %d: %v", g, c.errs[g])
+		}
+		total += c.wins[g]
+	}
+	if total != b.N {
+		b.Fatalf("%d slots, %d wins: want exactly one per slot", b.N, total)
+	}
+	ReportLatency(b, slices.Concat(c.lats...))
 }
 
 // BenchListRuns measures status: the 50 newest runs among 2000 of 10 jobs,

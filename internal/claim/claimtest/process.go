@@ -104,58 +104,92 @@ func ProcessRace(t *testing.T, o ProcessOptions) {
 	ctx, cancel := context.WithTimeout(t.Context(), o.Timeout)
 	defer cancel()
 
-	orders := processOrders{
+	r := &race{t: t, ctx: ctx, o: o, orders: processOrders{
 		Job:        newJob("procrace"),
 		Base:       time.Now().Truncate(time.Second).Add(-time.Duration(o.Slots) * time.Second).UnixMilli(),
 		Step:       1000,
 		Slots:      o.Slots,
 		Goroutines: o.Goroutines,
-	}
-	children := make([]*child, o.Processes)
-	for i := range children {
-		orders.ID = i
-		c, err := startChild(ctx, o, orders)
-		if err != nil {
-			t.Fatalf("start race process %d: %v", i, err)
-		}
-		children[i] = c
-	}
-	defer func() {
-		for _, c := range children {
-			c.stop()
-		}
-	}()
+	}}
+	r.start()
+	defer r.stop()
+	r.release()
+	checkProcessRace(ctx, t, o, r.orders, r.collect())
+}
 
-	// Release the claimers together once every child has its backend open.
-	for i, c := range children {
+// race is the parent's side of ProcessRace: the orders it hands out and
+// the children it started, shared by the steps that start, release and
+// collect them.
+type race struct {
+	t        *testing.T
+	ctx      context.Context
+	o        ProcessOptions
+	orders   processOrders
+	children []*child
+}
+
+// start starts one child per process, each with its own ID in the orders.
+func (r *race) start() {
+	r.t.Helper()
+	r.children = make([]*child, r.o.Processes)
+	orders := r.orders
+	for i := range r.children {
+		orders.ID = i
+		c, err := startChild(r.ctx, r.o, orders)
+		if err != nil {
+			r.t.Fatalf("start race process %d: %v", i, err)
+		}
+		r.children[i] = c
+	}
+}
+
+// stop kills whatever children are still running, after a failure.
+func (r *race) stop() {
+	for _, c := range r.children {
+		c.stop()
+	}
+}
+
+// release releases the claimers together once every child has its
+// backend open: it waits for every child's ready line, then sends each
+// its go.
+func (r *race) release() {
+	r.t.Helper()
+	for i, c := range r.children {
 		select {
 		case <-c.ready:
 		case <-c.exited:
-			t.Fatalf("race process %d exited before it was ready (is %s calling claimtest.HelperProcess?): %v\n%s",
-				i, o.HelperTest, c.waitErr(), c.output())
-		case <-ctx.Done():
-			t.Fatalf("race process %d not ready within %v:\n%s", i, o.Timeout, c.output())
+			r.t.Fatalf("race process %d exited before it was ready (is %s calling claimtest.HelperProcess?): %v\n%s",
+				i, r.o.HelperTest, c.waitErr(), c.output())
+		case <-r.ctx.Done():
+			r.t.Fatalf("race process %d not ready within %v:\n%s", i, r.o.Timeout, c.output())
 		}
 	}
-	for i, c := range children {
+	for i, c := range r.children {
 		if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
-			t.Fatalf("release race process %d: %v", i, err)
+			r.t.Fatalf("release race process %d: %v", i, err)
 		}
 		c.stdin.Close()
 	}
+}
+
+// collect waits for every child to exit cleanly and returns the answers
+// they reported, in child order.
+func (r *race) collect() []processResult {
+	r.t.Helper()
 	var results []processResult
-	for i, c := range children {
+	for i, c := range r.children {
 		select {
 		case <-c.exited:
-		case <-ctx.Done():
-			t.Fatalf("race process %d did not finish within %v:\n%s", i, o.Timeout, c.output())
+		case <-r.ctx.Done():
+			r.t.Fatalf("race process %d did not finish within %v:\n%s", i, r.o.Timeout, c.output())
 		}
 		if err := c.waitErr(); err != nil {
-			t.Fatalf("race process %d failed: %v\n%s", i, err, c.output())
+			r.t.Fatalf("race process %d failed: %v\n%s", i, err, c.output())
 		}
 		results = append(results, c.results...)
 	}
-	checkProcessRace(ctx, t, o, orders, results)
+	return results
 }
 
 // checkProcessRace asserts one winner per slot across the children.
@@ -165,44 +199,70 @@ func checkProcessRace(ctx context.Context, t *testing.T, o ProcessOptions, order
 		t.Fatalf("the children reported %d answers, want %d (%d processes × %d goroutines × %d slots)",
 			len(results), want, o.Processes, o.Goroutines, o.Slots)
 	}
-	winners := map[int64][]processResult{}
-	perProcess := make([]int, o.Processes)
-	var problems []string
-	retries := 0
+	tally := raceTally{winners: map[int64][]processResult{}, perProcess: make([]int, o.Processes)}
 	for _, r := range results {
-		retries += r.Retries
-		switch {
-		case r.Error != "":
-			problems = append(problems, fmt.Sprintf("process %d slot %d: error %s", r.Process, r.Slot, r.Error))
-		case r.Outcome == string(claim.Won):
-			winners[r.Slot] = append(winners[r.Slot], r)
-			perProcess[r.Process]++
-			if r.Attempt != 1 {
-				problems = append(problems, fmt.Sprintf("process %d slot %d: won(%d), want won(1)", r.Process, r.Slot, r.Attempt))
-			}
-		case r.Outcome != string(claim.Running) && r.Outcome != string(claim.Lost):
-			problems = append(problems, fmt.Sprintf("process %d slot %d: %s, want won, running or lost", r.Process, r.Slot, r.Outcome))
-		}
+		tally.add(r)
 	}
-	for i := range o.Slots {
-		slot := orders.Base + int64(i)*orders.Step
-		if w := winners[slot]; len(w) != 1 {
-			var who []string
-			for _, r := range w {
-				who = append(who, fmt.Sprintf("process %d token %s", r.Process, claim.Token(r.Token).Short()))
-			}
-			problems = append(problems, fmt.Sprintf("slot %d: %d winners %v, want exactly 1", slot, len(w), who))
-		}
-	}
+	tally.checkSlots(o, orders)
 	t.Logf("%d processes × %d goroutines × %d slots: wins per process %v, %d transient errors re-sent",
-		o.Processes, o.Goroutines, o.Slots, perProcess, retries)
-	if len(problems) > 0 {
+		o.Processes, o.Goroutines, o.Slots, tally.perProcess, tally.retries)
+	if problems := tally.problems; len(problems) > 0 {
 		if len(problems) > 20 {
 			problems = append(problems[:20], fmt.Sprintf("... and %d more", len(problems)-20))
 		}
 		t.Fatalf("claimers in separate processes must get exactly one won per slot and no errors:\n  %s",
 			strings.Join(problems, "\n  "))
 	}
+	checkRaceRecords(ctx, t, o, orders, tally.winners)
+}
+
+// raceTally sums up the children's answers: the winners of each slot, the
+// wins of each process, the transient errors re-sent, and every answer
+// that breaks the rules, as a line for the failure message.
+type raceTally struct {
+	winners    map[int64][]processResult
+	perProcess []int
+	problems   []string
+	retries    int
+}
+
+// add counts one answer: an error or a won other than won(1) is a
+// problem, and so is any outcome but won, running or lost.
+func (y *raceTally) add(r processResult) {
+	y.retries += r.Retries
+	switch {
+	case r.Error != "":
+		y.problems = append(y.problems, fmt.Sprintf("process %d slot %d: error %s", r.Process, r.Slot, r.Error))
+	case r.Outcome == string(claim.Won):
+		y.winners[r.Slot] = append(y.winners[r.Slot], r)
+		y.perProcess[r.Process]++
+		if r.Attempt != 1 {
+			y.problems = append(y.problems, fmt.Sprintf("process %d slot %d: won(%d), want won(1)", r.Process, r.Slot, r.Attempt))
+		}
+	case r.Outcome != string(claim.Running) && r.Outcome != string(claim.Lost):
+		y.problems = append(y.problems, fmt.Sprintf("process %d slot %d: %s, want won, running or lost", r.Process, r.Slot, r.Outcome))
+	}
+}
+
+// checkSlots adds a problem for every slot of the race that was not won
+// exactly once, naming who won it.
+func (y *raceTally) checkSlots(o ProcessOptions, orders processOrders) {
+	for i := range o.Slots {
+		slot := orders.Base + int64(i)*orders.Step
+		if w := y.winners[slot]; len(w) != 1 {
+			var who []string
+			for _, r := range w {
+				who = append(who, fmt.Sprintf("process %d token %s", r.Process, claim.Token(r.Token).Short()))
+			}
+			y.problems = append(y.problems, fmt.Sprintf("slot %d: %d winners %v, want exactly 1", slot, len(w), who))
+		}
+	}
+}
+
+// checkRaceRecords checks, when o.Open is set and opens a lease backend,
+// that the store's record of each slot names its one winner at attempt 1.
+func checkRaceRecords(ctx context.Context, t *testing.T, o ProcessOptions, orders processOrders, winners map[int64][]processResult) {
+	t.Helper()
 	if o.Open == nil {
 		return
 	}
@@ -361,41 +421,66 @@ func HelperProcess(t *testing.T, o HelperOptions) {
 	if err != nil || strings.TrimSpace(line) != "go" {
 		t.Fatalf("race process %d: waiting for the parent's go: read %q, %v", orders.ID, line, err)
 	}
+	h := &helper{ctx: ctx, o: o, orders: orders, b: b}
+	h.report(t, h.claimAll())
+}
 
-	results := make([][]processResult, orders.Goroutines)
+// helper is a child's side of ProcessRace: its orders and the backend its
+// claimers share.
+type helper struct {
+	ctx    context.Context
+	o      HelperOptions
+	orders processOrders
+	b      claim.Backend
+}
+
+// claimAll runs the child's claimers, released together, each with its
+// own token claiming every slot in order, and returns each one's answers.
+func (h *helper) claimAll() [][]processResult {
+	results := make([][]processResult, h.orders.Goroutines)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	for g := range orders.Goroutines {
+	for g := range h.orders.Goroutines {
 		wg.Go(func() {
 			tok := claim.NewToken()
 			<-start
-			for i := range orders.Slots {
-				now := time.Now()
-				r := claim.Request{
-					Job: orders.Job, Slot: orders.Base + int64(i)*orders.Step, Token: tok,
-					Instance: fmt.Sprintf("proc%d-g%d", orders.ID, g), MaxLate: time.Hour, Lease: time.Minute,
-					MaxAttempts: 3, Overlap: claim.OverlapAllow, Now: now,
-				}
-				pr := processResult{Process: orders.ID, Slot: r.Slot, Token: string(tok)}
-				for {
-					res, err := b.Claim(ctx, r)
-					if err != nil && o.Transient != nil && o.Transient(err) && ctx.Err() == nil {
-						pr.Retries++
-						continue
-					}
-					if err != nil {
-						pr.Error = err.Error()
-					} else {
-						pr.Outcome, pr.Attempt = string(res.Outcome), res.Attempt
-					}
-					break
-				}
-				results[g] = append(results[g], pr)
+			for i := range h.orders.Slots {
+				results[g] = append(results[g], h.claim(g, tok, i))
 			}
 		})
 	}
 	close(start)
 	wg.Wait()
+	return results
+}
+
+// claim makes claimer g's claim of slot i with its token, re-sending it
+// with the same token on a transient error while the race has time left.
+func (h *helper) claim(g int, tok claim.Token, i int) processResult {
+	now := time.Now()
+	r := claim.Request{
+		Job: h.orders.Job, Slot: h.orders.Base + int64(i)*h.orders.Step, Token: tok,
+		Instance: fmt.Sprintf("proc%d-g%d", h.orders.ID, g), MaxLate: time.Hour, Lease: time.Minute,
+		MaxAttempts: 3, Overlap: claim.OverlapAllow, Now: now,
+	}
+	pr := processResult{Process: h.orders.ID, Slot: r.Slot, Token: string(tok)}
+	for {
+		res, err := h.b.Claim(h.ctx, r)
+		if err != nil && h.o.Transient != nil && h.o.Transient(err) && h.ctx.Err() == nil {
+			pr.Retries++
+			continue
+		}
+		if err != nil {
+			pr.Error = err.Error()
+		} else {
+			pr.Outcome, pr.Attempt = string(res.Outcome), res.Attempt
+		}
+		return pr
+	}
+}
+
+// report writes every answer to stdout as a result line.
+func (h *helper) report(t *testing.T, results [][]processResult) {
 	// One writer, whole lines: the parent parses them.
 	w := bufio.NewWriter(os.Stdout)
 	for _, rs := range results {
@@ -405,6 +490,6 @@ func HelperProcess(t *testing.T, o HelperOptions) {
 		}
 	}
 	if err := w.Flush(); err != nil {
-		t.Fatalf("race process %d: write results: %v", orders.ID, err)
+		t.Fatalf("race process %d: write results: %v", h.orders.ID, err)
 	}
 }
