@@ -140,6 +140,21 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	root := o.root()
+	bins, err := buildBinaries(ctx, o.binDir(root))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		return 2
+	}
+	rows, status := o.runBackends(ctx, root, bins)
+	fmt.Println()
+	printTable(os.Stdout, rows)
+	return status
+}
+
+// root is the run directory: -out, or chaos-out/<backend>-<UTC time>
+// (all-<UTC time> with -all).
+func (o options) root() string {
 	stamp := time.Now().UTC().Format("20060102T150405Z")
 	root := o.out
 	if root == "" {
@@ -149,16 +164,23 @@ func run() int {
 		}
 		root = filepath.Join("chaos-out", name)
 	}
-	binDir := root
-	if o.all {
-		binDir = filepath.Join(root, "bin")
-	}
-	bins, err := buildBinaries(ctx, binDir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
-		return 2
-	}
+	return root
+}
 
+// binDir is where the binaries go: the run directory, or with -all its
+// bin directory, shared by every backend.
+func (o options) binDir(root string) string {
+	if o.all {
+		return filepath.Join(root, "bin")
+	}
+	return root
+}
+
+// runBackends runs every backend of the list, one after the other, and
+// returns a table row for each and the exit status. A harness error ends
+// the backend's run but not the next one's, unless the harness is being
+// stopped.
+func (o options) runBackends(ctx context.Context, root string, bins binaries) ([]tableRow, int) {
 	var rows []tableRow
 	status := 0
 	for _, b := range o.backendList() {
@@ -188,9 +210,7 @@ func run() int {
 			status = max(status, 1)
 		}
 	}
-	fmt.Println()
-	printTable(os.Stdout, rows)
-	return status
+	return rows, status
 }
 
 // recheck runs the checker again on the run directory of an earlier run.

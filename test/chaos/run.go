@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -56,130 +57,220 @@ func runBackend(ctx context.Context, rc runConfig) (res runResult, err error) {
 			err = harnessError{err}
 		}
 	}()
-	if err := os.MkdirAll(filepath.Join(rc.dir, "fence"), 0o755); err != nil {
+	b := &backendRun{rc: rc}
+	if err := b.openStore(ctx); err != nil {
 		return res, err
+	}
+	defer b.cleanupStore()
+	defer b.closeProxies()
+	if err := b.makeInstances(); err != nil {
+		return res, err
+	}
+	// Whatever happens, no daemon outlives the run.
+	defer b.killAll()
+
+	if err := b.openChaos(); err != nil {
+		return res, err
+	}
+	defer b.flog.close()
+	// Whatever happens (an error, ^C), no busy loop outlives the run.
+	defer b.stopOverload()
+
+	if err := b.start(ctx); err != nil {
+		return res, err
+	}
+	if err := b.faultAndDrain(ctx); err != nil {
+		return res, err
+	}
+	return b.collect(ctx)
+}
+
+// backendRun is what the steps of one backend's run share: the store, the
+// jobs, the instances with their fault proxies, the fault log, the chaos
+// schedule and the run.json it fills in.
+type backendRun struct {
+	rc      runConfig
+	st      *store
+	jobs    []check.JobInfo
+	exits   chan int // instances that exited on their own
+	insts   []*instance
+	proxies []*faultproxy.Proxy // in the order they were started
+	flog    *faultLog
+	c       *chaos
+	info    check.RunInfo
+}
+
+// openStore creates the run directory and opens the backend's store.
+func (b *backendRun) openStore(ctx context.Context) error {
+	rc := b.rc
+	if err := os.MkdirAll(filepath.Join(rc.dir, "fence"), 0o755); err != nil {
+		return err
 	}
 	progress(rc.backend, "run directory %s, seed %d (repeat the schedule with -seed %d)", rc.dir, rc.seed, rc.seed)
 	st, err := openStore(ctx, rc.backend, rc.dir, rc.private)
 	if err != nil {
-		return res, fmt.Errorf("%s: %w", rc.backend, err)
+		return fmt.Errorf("%s: %w", rc.backend, err)
 	}
 	st.setRestart(rc.storeRestart)
-	defer func() {
-		if cerr := st.cleanup(rc.keep); cerr != nil {
-			progress(rc.backend, "cleanup: %v", cerr)
-		}
-	}()
+	b.st = st
+	return nil
+}
 
-	jobs := withoutLeases(append(makeJobs(rc.jobs), burstJobs(rc.burst)...), st.lease)
+// cleanupStore removes the run's place from the store (unless -keep) and
+// stops the private server; a failure is only reported.
+func (b *backendRun) cleanupStore() {
+	if cerr := b.st.cleanup(b.rc.keep); cerr != nil {
+		progress(b.rc.backend, "cleanup: %v", cerr)
+	}
+}
+
+// makeInstances writes the crontab of every instance and, for a network
+// store, starts the fault proxy it reaches the store through. Nothing is
+// started yet.
+func (b *backendRun) makeInstances() error {
+	rc, st := b.rc, b.st
+	b.jobs = withoutLeases(append(makeJobs(rc.jobs), burstJobs(rc.burst)...), st.lease)
 	env := daemonEnv()
-	exits := make(chan int, 64)
+	b.exits = make(chan int, 64)
 	insts := make([]*instance, rc.instances)
 	for i := range insts {
-		in := newInstance(i, rc.dir, rc.bins.anarchond, env, exits)
+		in := newInstance(i, rc.dir, rc.bins.anarchond, env, b.exits)
 		hostport := ""
 		if st.network() {
 			p, err := faultproxy.Start("127.0.0.1:0", st.addr())
 			if err != nil {
-				return res, err
+				return err
 			}
-			defer p.Close()
+			b.proxies = append(b.proxies, p)
 			in.proxy, hostport = p, p.Addr()
 		}
-		if err := writeCrontab(in.cfgPath, i, st.ns, st.backendConfig(hostport), jobs, rc.bins.job, rc.dir); err != nil {
-			return res, err
+		if err := writeCrontab(in.cfgPath, i, st.ns, st.backendConfig(hostport), b.jobs, rc.bins.job, rc.dir); err != nil {
+			return err
 		}
 		if i == 0 {
-			if err := resolvedClaimAhead(in.cfgPath, jobs); err != nil {
-				return res, err
+			if err := resolvedClaimAhead(in.cfgPath, b.jobs); err != nil {
+				return err
 			}
 		}
 		if err := in.setSkew(0); err != nil {
-			return res, err
+			return err
 		}
 		insts[i] = in
 	}
-	// Whatever happens, no daemon outlives the run.
-	defer func() {
-		for _, in := range insts {
-			if in.proc != nil && in.state != instKilled {
-				_ = in.kill() // best effort on the way out
-			}
-		}
-	}()
+	b.insts = insts
+	return nil
+}
 
+// closeProxies closes the fault proxies, the last started first.
+func (b *backendRun) closeProxies() {
+	for _, p := range slices.Backward(b.proxies) {
+		_ = p.Close() // best effort on the way out
+	}
+}
+
+// killAll kills every daemon still running.
+func (b *backendRun) killAll() {
+	for _, in := range b.insts {
+		if in.proc != nil && in.state != instKilled {
+			_ = in.kill() // best effort on the way out
+		}
+	}
+}
+
+// openChaos opens faults.jsonl and sets up the fault schedule, seeded
+// from the run's seed, and the run.json it describes.
+func (b *backendRun) openChaos() error {
+	rc := b.rc
 	flog, err := openFaultLog(filepath.Join(rc.dir, "faults.jsonl"), rc.backend)
 	if err != nil {
-		return res, err
+		return err
 	}
-	defer flog.close()
-	info := check.RunInfo{
-		Backend: rc.backend, Lease: st.lease, Instances: rc.instances, Seed: rc.seed,
-		EpsilonMs: epsilonMs, Jobs: jobs,
+	b.flog = flog
+	b.info = check.RunInfo{
+		Backend: rc.backend, Lease: b.st.lease, Instances: rc.instances, Seed: rc.seed,
+		EpsilonMs: epsilonMs, Jobs: b.jobs,
 		// Every store runs on this host and reads its clock (SQLite the
 		// host's, not the daemons' test clocks): store time is wall time.
 		StoreClockOffsetMs: 0,
 	}
-	c := &chaos{
+	b.c = &chaos{
 		rng:   rand.New(rand.NewPCG(uint64(rc.seed), uint64(rc.seed)^0x9e3779b97f4a7c15)),
-		st:    st,
-		insts: insts,
+		st:    b.st,
+		insts: b.insts,
 		log:   flog,
-		exits: exits,
+		exits: b.exits,
 		ov:    newOverload(rc.bins.job),
 	}
-	// Whatever happens (an error, ^C), no busy loop outlives the run.
-	defer func() {
-		if err := c.ov.stop(); err != nil {
-			progress(rc.backend, "overload: %v", err)
-		}
-	}()
+	return nil
+}
 
-	info.StartMs = time.Now().UnixMilli()
-	for _, j := range jobs {
+// stopOverload kills the overload fault's busy loops, if any run.
+func (b *backendRun) stopOverload() {
+	if err := b.c.ov.stop(); err != nil {
+		progress(b.rc.backend, "overload: %v", err)
+	}
+}
+
+// start marks the run's start, logs the jobs whose schedule drifts on one
+// instance, starts every instance and waits until each schedules.
+func (b *backendRun) start(ctx context.Context) error {
+	b.info.StartMs = time.Now().UnixMilli()
+	for _, j := range b.jobs {
 		if j.Drift != "" {
-			flog.add(check.FaultDriftOn, j.DriftInstance, 0,
+			b.flog.add(check.FaultDriftOn, j.DriftInstance, 0,
 				fmt.Sprintf("job %s: %q instead of %q", j.Name, j.Drift, j.Schedule))
 		}
 	}
-	for _, in := range insts {
-		if err := c.start(in); err != nil {
-			return res, err
+	for _, in := range b.insts {
+		if err := b.c.start(in); err != nil {
+			return err
 		}
 	}
-	for _, in := range insts {
+	for _, in := range b.insts {
 		if err := in.waitReady(ctx, 60*time.Second); err != nil {
-			return res, err
+			return err
 		}
 	}
+	return nil
+}
 
-	if err := c.run(ctx, time.Now().Add(rc.duration)); err != nil {
-		return res, err
+// faultAndDrain injects faults for the duration, quiesces (the run's end),
+// lets the instances run fault-free for the drain and stops them all.
+func (b *backendRun) faultAndDrain(ctx context.Context) error {
+	if err := b.c.run(ctx, time.Now().Add(b.rc.duration)); err != nil {
+		return err
 	}
-	info.EndMs, err = c.quiesce(ctx)
+	var err error
+	b.info.EndMs, err = b.c.quiesce(ctx)
 	if err != nil {
-		return res, err
+		return err
 	}
 	// Backups take over the runs whose runners died just before the
 	// quiesce. The jobs still running then finish during the graceful stop
 	// (shutdownGraceMs exceeds the longest job), so the drain need not wait
 	// for them too: that keeps -all of eight backends within ten minutes.
 	drain := drainTime()
-	progress(rc.backend, "draining %v", drain)
+	progress(b.rc.backend, "draining %v", drain)
 	select {
 	case <-ctx.Done():
-		return res, ctx.Err()
+		return ctx.Err()
 	case <-time.After(drain):
 	}
-	c.notes = append(c.notes, stopAll(flog, insts)...)
+	b.c.notes = append(b.c.notes, stopAll(b.flog, b.insts)...)
+	return nil
+}
 
-	if err := writeStatus(ctx, rc, st, insts[0]); err != nil {
+// collect writes status.jsonl and run.json, reports the run's notes and
+// calls the checker on the run directory.
+func (b *backendRun) collect(ctx context.Context) (res runResult, err error) {
+	rc := b.rc
+	if err := writeStatus(ctx, rc, b.st, b.insts[0]); err != nil {
 		return res, err
 	}
-	if err := writeJSON(filepath.Join(rc.dir, "run.json"), info); err != nil {
+	if err := writeJSON(filepath.Join(rc.dir, "run.json"), b.info); err != nil {
 		return res, err
 	}
-	for _, n := range c.notes {
+	for _, n := range b.c.notes {
 		progress(rc.backend, "NOTE: %s", n)
 	}
 	res.row, res.ok, err = runChecker(rc.dir)

@@ -85,6 +85,30 @@ func endOfRun(r *Run) int64 {
 // runs from RunInfo.StartMs. Quiesce heals everything and counts as every
 // instance running.
 func buildTimeline(r *Run) *timeline {
+	b := newTimelineBuilder(r)
+	for _, f := range b.tl.faults {
+		b.apply(f)
+	}
+	b.closeAll()
+	return b.tl
+}
+
+// timelineBuilder is the timeline being replayed with the spans still open
+// (nil: none) and each instance's current clock offset.
+type timelineBuilder struct {
+	tl        *timeline
+	aliveOpen []*span
+	pauseOpen []*span
+	cutOpen   []*span
+	slowOpen  []*slowSpan
+	downOpen  *span
+	skew      []int64
+}
+
+// newTimelineBuilder starts the replay: the faults sorted by time, and an
+// alive span from the run's start for every instance whose first lifecycle
+// fault is not "start".
+func newTimelineBuilder(r *Run) *timelineBuilder {
 	n := r.Info.Instances
 	tl := &timeline{
 		n: n, start: r.Info.StartMs, end: endOfRun(r),
@@ -94,101 +118,139 @@ func buildTimeline(r *Run) *timeline {
 	}
 	tl.faults = slices.Clone(r.Faults)
 	slices.SortStableFunc(tl.faults, func(a, b FaultLine) int { return cmp.Compare(a.AtMs, b.AtMs) })
-	aliveOpen := make([]*span, n)
-	pauseOpen := make([]*span, n)
-	cutOpen := make([]*span, n)
-	slowOpen := make([]*slowSpan, n)
-	closeSlow := func(i int, at int64) {
-		if slowOpen[i] != nil {
-			slowOpen[i].To = at
-			tl.slow[i] = append(tl.slow[i], *slowOpen[i])
-			slowOpen[i] = nil
-		}
+	b := &timelineBuilder{
+		tl:        tl,
+		aliveOpen: make([]*span, n),
+		pauseOpen: make([]*span, n),
+		cutOpen:   make([]*span, n),
+		slowOpen:  make([]*slowSpan, n),
+		skew:      make([]int64, n),
 	}
-	var downOpen *span
-	skew := make([]int64, n)
 	for i := range n {
 		if first := firstLifecycle(tl.faults, i); first != FaultStart {
-			aliveOpen[i] = &span{From: r.Info.StartMs, To: open}
+			b.aliveOpen[i] = &span{From: r.Info.StartMs, To: open}
 		}
 	}
-	closeSpan := func(list *[]span, s **span, at int64) {
-		if *s != nil {
-			(*s).To = at
-			*list = append(*list, **s)
-			*s = nil
+	return b
+}
+
+// closeSpan ends the open span *s (if any) at at and adds it to list.
+func closeSpan(list *[]span, s **span, at int64) {
+	if *s != nil {
+		(*s).To = at
+		*list = append(*list, **s)
+		*s = nil
+	}
+}
+
+// closeSlow ends instance i's open latency span (if any) at at.
+func (b *timelineBuilder) closeSlow(i int, at int64) {
+	if b.slowOpen[i] != nil {
+		b.slowOpen[i].To = at
+		b.tl.slow[i] = append(b.tl.slow[i], *b.slowOpen[i])
+		b.slowOpen[i] = nil
+	}
+}
+
+// apply replays one fault. A fault naming an instance the run does not
+// have changes nothing (the store's faults and the quiesce name none).
+func (b *timelineBuilder) apply(f FaultLine) {
+	tl := b.tl
+	i := f.Instance
+	valid := i >= 0 && i < tl.n
+	switch f.Kind {
+	case FaultKill, FaultStopInstance, FaultStart, FaultStop, FaultCont:
+		if valid {
+			b.applyLifecycle(i, f)
+		}
+	case FaultCut, FaultBlackhole, FaultLatency, FaultHeal:
+		if valid {
+			b.applyProxy(i, f)
+		}
+	case FaultStoreDown:
+		if b.downOpen == nil {
+			b.downOpen = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
+		}
+	case FaultStoreUp:
+		closeSpan(&tl.storeDown, &b.downOpen, f.AtMs)
+	case FaultSkew:
+		if valid {
+			tl.skews[i] = append(tl.skews[i], skewChange{At: f.AtMs, Delta: f.SkewMs - b.skew[i], Line: f.Line})
+			b.skew[i] = f.SkewMs
+		}
+	case FaultQuiesce:
+		b.quiesce(f)
+	}
+}
+
+// applyLifecycle replays a kill, stop-instance, start, SIGSTOP or SIGCONT
+// of instance i (known).
+func (b *timelineBuilder) applyLifecycle(i int, f FaultLine) {
+	tl := b.tl
+	switch f.Kind {
+	case FaultKill, FaultStopInstance:
+		closeSpan(&tl.alive[i], &b.aliveOpen[i], f.AtMs)
+		closeSpan(&tl.paused[i], &b.pauseOpen[i], f.AtMs)
+		tl.deaths[i] = append(tl.deaths[i], f)
+	case FaultStart:
+		tl.starts[i] = append(tl.starts[i], f.AtMs)
+		if b.aliveOpen[i] == nil {
+			b.aliveOpen[i] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
+		}
+	case FaultStop:
+		if b.pauseOpen[i] == nil {
+			b.pauseOpen[i] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
+		}
+	case FaultCont:
+		closeSpan(&tl.paused[i], &b.pauseOpen[i], f.AtMs)
+	}
+}
+
+// applyProxy replays a cut, blackhole, latency or heal of instance i's
+// proxy (i known).
+func (b *timelineBuilder) applyProxy(i int, f FaultLine) {
+	switch f.Kind {
+	case FaultCut, FaultBlackhole:
+		if b.cutOpen[i] == nil {
+			b.cutOpen[i] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
+		}
+	case FaultLatency:
+		var ms int64
+		if _, err := fmt.Sscanf(f.Detail, "latency %dms", &ms); err == nil && b.slowOpen[i] == nil {
+			b.slowOpen[i] = &slowSpan{span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}, ms}
+		}
+	case FaultHeal:
+		closeSpan(&b.tl.cut[i], &b.cutOpen[i], f.AtMs)
+		b.closeSlow(i, f.AtMs)
+	}
+}
+
+// quiesce replays the quiesce: every pause, cut, latency and store outage
+// ends, and every instance not running is taken as running from then.
+func (b *timelineBuilder) quiesce(f FaultLine) {
+	tl := b.tl
+	for j := range tl.n {
+		closeSpan(&tl.paused[j], &b.pauseOpen[j], f.AtMs)
+		closeSpan(&tl.cut[j], &b.cutOpen[j], f.AtMs)
+		b.closeSlow(j, f.AtMs)
+		if b.aliveOpen[j] == nil {
+			b.aliveOpen[j] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
 		}
 	}
-	for _, f := range tl.faults {
-		i := f.Instance
-		valid := i >= 0 && i < n
-		switch f.Kind {
-		case FaultKill, FaultStopInstance:
-			if valid {
-				closeSpan(&tl.alive[i], &aliveOpen[i], f.AtMs)
-				closeSpan(&tl.paused[i], &pauseOpen[i], f.AtMs)
-				tl.deaths[i] = append(tl.deaths[i], f)
-			}
-		case FaultStart:
-			if valid {
-				tl.starts[i] = append(tl.starts[i], f.AtMs)
-			}
-			if valid && aliveOpen[i] == nil {
-				aliveOpen[i] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
-			}
-		case FaultStop:
-			if valid && pauseOpen[i] == nil {
-				pauseOpen[i] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
-			}
-		case FaultCont:
-			if valid {
-				closeSpan(&tl.paused[i], &pauseOpen[i], f.AtMs)
-			}
-		case FaultCut, FaultBlackhole:
-			if valid && cutOpen[i] == nil {
-				cutOpen[i] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
-			}
-		case FaultLatency:
-			var ms int64
-			if _, err := fmt.Sscanf(f.Detail, "latency %dms", &ms); valid && err == nil && slowOpen[i] == nil {
-				slowOpen[i] = &slowSpan{span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}, ms}
-			}
-		case FaultHeal:
-			if valid {
-				closeSpan(&tl.cut[i], &cutOpen[i], f.AtMs)
-				closeSlow(i, f.AtMs)
-			}
-		case FaultStoreDown:
-			if downOpen == nil {
-				downOpen = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
-			}
-		case FaultStoreUp:
-			closeSpan(&tl.storeDown, &downOpen, f.AtMs)
-		case FaultSkew:
-			if valid {
-				tl.skews[i] = append(tl.skews[i], skewChange{At: f.AtMs, Delta: f.SkewMs - skew[i], Line: f.Line})
-				skew[i] = f.SkewMs
-			}
-		case FaultQuiesce:
-			for j := range n {
-				closeSpan(&tl.paused[j], &pauseOpen[j], f.AtMs)
-				closeSpan(&tl.cut[j], &cutOpen[j], f.AtMs)
-				closeSlow(j, f.AtMs)
-				if aliveOpen[j] == nil {
-					aliveOpen[j] = &span{From: f.AtMs, To: open, Kind: f.Kind, Line: f.Line}
-				}
-			}
-			closeSpan(&tl.storeDown, &downOpen, f.AtMs)
-		}
+	closeSpan(&tl.storeDown, &b.downOpen, f.AtMs)
+}
+
+// closeAll adds every span still open after the last fault with To open:
+// nothing closed it before the end of the run.
+func (b *timelineBuilder) closeAll() {
+	tl := b.tl
+	for i := range tl.n {
+		closeSpan(&tl.alive[i], &b.aliveOpen[i], open)
+		closeSpan(&tl.paused[i], &b.pauseOpen[i], open)
+		closeSpan(&tl.cut[i], &b.cutOpen[i], open)
+		b.closeSlow(i, open)
 	}
-	for i := range n {
-		closeSpan(&tl.alive[i], &aliveOpen[i], open)
-		closeSpan(&tl.paused[i], &pauseOpen[i], open)
-		closeSpan(&tl.cut[i], &cutOpen[i], open)
-		closeSlow(i, open)
-	}
-	closeSpan(&tl.storeDown, &downOpen, open)
-	return tl
+	closeSpan(&tl.storeDown, &b.downOpen, open)
 }
 
 // firstLifecycle returns the kind of the first start, kill or stop-instance
