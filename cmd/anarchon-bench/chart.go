@@ -53,6 +53,36 @@ func barPlot(title, ylabel string, labels []string, ss []series) (*plot.Plot, er
 // and the start lag p99 of the daemons beside the baseline forker per
 // backend and load, into one PNG.
 func writeChart(path string, rep jsonReport) error {
+	var plots []*plot.Plot
+	for _, c := range chartsOf(rep) {
+		if len(c.labels) == 0 {
+			continue
+		}
+		p, err := barPlot(c.title, c.unit, c.labels, c.series)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, p)
+	}
+	if len(plots) == 0 {
+		return nil
+	}
+	return writePlots(path, plots)
+}
+
+// chart is one plot of the PNG: a grouped bar chart with its title, unit
+// and groups.
+type chart struct {
+	title, unit string
+	labels      []string
+	series      []series
+}
+
+// chartsOf is rep's two charts: the claim latency p50 beside the raw round
+// trip (µs) of the backends with claims, and the start lag p99 of the
+// daemons beside the forker (ms) of the loads measured without error. A
+// chart with no labels is not drawn.
+func chartsOf(rep jsonReport) []chart {
 	var labels []string
 	claim50, raw50 := plotter.Values{}, plotter.Values{}
 	var lagLabels []string
@@ -72,29 +102,17 @@ func writeChart(path string, rep jsonReport) error {
 			forker99 = append(forker99, float64(l.ForkerP99.Microseconds())/1000)
 		}
 	}
-	var plots []*plot.Plot
-	for _, c := range []struct {
-		title, unit string
-		labels      []string
-		series      []series
-	}{
+	return []chart{
 		{"claim latency p50 beside the store's raw round trip", "µs", labels,
 			[]series{{"claim", claim50, blue}, {"raw round trip", raw50, orange}}},
 		{"start lag p99: 3 daemons beside the baseline forker", "ms", lagLabels,
 			[]series{{"anarchond", daemon99, blue}, {"baseline forker", forker99, green}}},
-	} {
-		if len(c.labels) == 0 {
-			continue
-		}
-		p, err := barPlot(c.title, c.unit, c.labels, c.series)
-		if err != nil {
-			return err
-		}
-		plots = append(plots, p)
 	}
-	if len(plots) == 0 {
-		return nil
-	}
+}
+
+// writePlots draws plots one above the other, each a tile of the same
+// size, into a PNG at path.
+func writePlots(path string, plots []*plot.Plot) error {
 	const width, tileHeight = 22 * vg.Centimeter, 11 * vg.Centimeter
 	img := vgimg.New(width, tileHeight*vg.Length(len(plots)))
 	dc := draw.New(img)

@@ -982,46 +982,20 @@ type redisMonitor struct {
 // startRedisMonitor connects (AUTH with the URL's credentials; TLS as the
 // URL says), sends MONITOR and starts counting.
 func startRedisMonitor(ctx context.Context, opt *redis.Options) (*redisMonitor, error) {
-	d := net.Dialer{Timeout: 10 * time.Second}
-	var conn net.Conn
-	var err error
-	if opt.TLSConfig != nil {
-		conn, err = (&tls.Dialer{NetDialer: &d, Config: opt.TLSConfig}).DialContext(ctx, "tcp", opt.Addr)
-	} else {
-		conn, err = d.DialContext(ctx, "tcp", opt.Addr)
-	}
+	conn, err := dialRedis(ctx, opt)
 	if err != nil {
 		return nil, err
 	}
 	rd := bufio.NewReaderSize(conn, 64<<10)
-	send := func(args ...string) error {
-		var b strings.Builder
-		fmt.Fprintf(&b, "*%d\r\n", len(args))
-		for _, a := range args {
-			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-		}
-		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := io.WriteString(conn, b.String()); err != nil {
-			return err
-		}
-		line, err := rd.ReadString('\n')
-		if err != nil {
-			return err
-		}
-		if !strings.HasPrefix(line, "+OK") {
-			return fmt.Errorf("%s: %s", args[0], strings.TrimSpace(line))
-		}
-		return nil
-	}
 	if opt.Password != "" {
 		args := []string{"AUTH", opt.Password}
 		if opt.Username != "" {
 			args = []string{"AUTH", opt.Username, opt.Password}
 		}
-		err = send(args...)
+		err = redisCommand(conn, rd, args...)
 	}
 	if err == nil {
-		err = send("MONITOR")
+		err = redisCommand(conn, rd, "MONITOR")
 	}
 	if err != nil {
 		conn.Close()
@@ -1029,20 +1003,56 @@ func startRedisMonitor(ctx context.Context, opt *redis.Options) (*redisMonitor, 
 	}
 	_ = conn.SetDeadline(time.Time{})
 	m := &redisMonitor{conn: conn, done: make(chan struct{}), counts: map[string]int64{}}
-	go func() {
-		defer close(m.done)
-		for {
-			line, err := rd.ReadString('\n')
-			if err != nil {
-				m.err = err
-				return
-			}
-			if addr, ok := monitorClient(line); ok {
-				m.counts[addr]++
-			}
-		}
-	}()
+	go m.count(rd)
 	return m, nil
+}
+
+// dialRedis opens a plain connection to opt's server, over TLS when opt
+// says so.
+func dialRedis(ctx context.Context, opt *redis.Options) (net.Conn, error) {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	if opt.TLSConfig != nil {
+		return (&tls.Dialer{NetDialer: &d, Config: opt.TLSConfig}).DialContext(ctx, "tcp", opt.Addr)
+	}
+	return d.DialContext(ctx, "tcp", opt.Addr)
+}
+
+// redisCommand sends one command on conn, in RESP, and wants +OK as its
+// answer on rd; 10 s at most.
+func redisCommand(conn net.Conn, rd *bufio.Reader, args ...string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		return err
+	}
+	line, err := rd.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+OK") {
+		return fmt.Errorf("%s: %s", args[0], strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// count reads the MONITOR lines from rd, counting each by its client's
+// address, until the connection fails or is closed; then it closes done.
+func (m *redisMonitor) count(rd *bufio.Reader) {
+	defer close(m.done)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			m.err = err
+			return
+		}
+		if addr, ok := monitorClient(line); ok {
+			m.counts[addr]++
+		}
+	}
 }
 
 // stop closes the connection and returns the counts.

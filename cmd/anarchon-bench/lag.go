@@ -112,37 +112,68 @@ func measureLag(ctx context.Context, backend string, loads []int, dur time.Durat
 func lagAt(ctx context.Context, bin, backend string, load int, dur time.Duration) (res lagResult) {
 	res = lagResult{Backend: backend, Load: load}
 	t0 := time.Now()
-	var errs []error
-	defer settleMeasure(t0, &errs, &res.Took, &res.Err)
-	secs := int(dur / time.Second)
-	if load < 1 || secs < 1 {
-		errs = append(errs, fmt.Errorf("load %d, duration %v: want at least 1 job and 1 s", load, dur))
+	r := &lagRun{ctx: ctx, bin: bin, res: &res}
+	defer settleMeasure(t0, &r.errs, &res.Took, &res.Err)
+	r.secs = int(dur / time.Second)
+	if load < 1 || r.secs < 1 {
+		r.errs = append(r.errs, fmt.Errorf("load %d, duration %v: want at least 1 job and 1 s", load, dur))
 		return res
 	}
-	res.Expected = load * secs
+	res.Expected = load * r.secs
 	bash, err := exec.LookPath("bash")
 	if err != nil {
-		errs = append(errs, fmt.Errorf("bash (for $EPOCHREALTIME): %w", err))
+		r.errs = append(r.errs, fmt.Errorf("bash (for $EPOCHREALTIME): %w", err))
 		return res
 	}
+	r.bash = bash
 	dir, st, err := measureScratch(ctx, "lag", backend)
 	if err != nil {
-		errs = append(errs, err)
+		r.errs = append(r.errs, err)
 		return res
 	}
 	defer os.RemoveAll(dir)
+	r.dir, r.st = dir, st
 
-	// The daemons.
-	daemonRecs := filepath.Join(dir, "daemons.rec")
-	jobs := numberedJobs("lag", load, lagSchedule, lagProbeArgv(bash, daemonRecs))
+	if !r.daemons(t0, dur) {
+		return res
+	}
+	if ctx.Err() != nil {
+		r.errs = append(r.errs, errors.New("interrupted"))
+		return res
+	}
+	r.forker(dur)
+	return res
+}
+
+// lagRun is one load's measurement as its steps share it: the daemons'
+// run, their records and logs, then the forker's run, each adding its
+// figures to res and what went wrong to errs.
+type lagRun struct {
+	ctx   context.Context
+	bin   string       // anarchond
+	bash  string       // the probe's shell
+	dir   string       // the scratch directory: the daemons' own, the records
+	st    *daemonStore // the load's fresh namespace
+	secs  int          // the window's whole seconds
+	names []string     // the jobs' names, the daemons' and the forker's
+	res   *lagResult
+	errs  []error
+}
+
+// daemons runs lagDaemonCount daemons through the window, cleans the
+// store of their runs and reads their figures. It reports whether the
+// measurement can go on to the forker.
+func (r *lagRun) daemons(t0 time.Time, dur time.Duration) bool {
+	daemonRecs := filepath.Join(r.dir, "daemons.rec")
+	jobs := numberedJobs("lag", r.res.Load, lagSchedule, lagProbeArgv(r.bash, daemonRecs))
 	for i := range jobs {
 		jobs[i].Overlap = lagOverlap
 	}
-	names := crontabJobNames(jobs)
-	daemonLogf("lag %s, %d jobs/s: %d daemons for %v after a %v warm-up...", backend, load, lagDaemonCount, dur, lagWarmup)
-	from, until, werr := lagDaemons(ctx, bin, dir, st, jobs, secs, daemonRecs)
+	r.names = crontabJobNames(jobs)
+	daemonLogf("lag %s, %d jobs/s: %d daemons for %v after a %v warm-up...", r.res.Backend, r.res.Load, lagDaemonCount, dur, lagWarmup)
+	from, until, werr := lagDaemons(r.ctx, r.bin, r.dir, r.st, jobs, r.secs, daemonRecs)
 	if werr != nil {
-		errs = append(errs, werr)
+		r.errs = append(r.errs, werr)
 	}
 	if until.IsZero() {
 		until = time.Now()
@@ -150,68 +181,86 @@ func lagAt(ctx context.Context, bin, backend string, load int, dur time.Duration
 	if from.IsZero() {
 		from = t0
 	}
-	if err := cleanupStore(st, everySecond(names, from.Add(-2*time.Second), until.Add(time.Second))); err != nil {
-		errs = append(errs, err)
+	if err := cleanupStore(r.st, everySecond(r.names, from.Add(-2*time.Second), until.Add(time.Second))); err != nil {
+		r.errs = append(r.errs, err)
 	}
-	if werr == nil {
-		recs, bad, err := readLagRecords(daemonRecs)
-		if err != nil {
-			errs = append(errs, err)
-			return res
-		}
-		ws := lagWindow(from)
-		s := lagStatsOf(recs, names, ws, ws.Add(time.Duration(secs)*time.Second))
-		res.Runs, res.Missing, res.Duplicates, res.ByInstance = len(s.lags), s.missing, s.dupCount, s.byInstance
-		res.DaemonP50, res.DaemonP99, res.DaemonMax = quantileOf(s.lags, 0.50), quantileOf(s.lags, 0.99), quantileOf(s.lags, 1)
-		if s.dupCount > 0 {
-			errs = append(errs, fmt.Errorf("not exactly once: %d (job, slot) ran more than once (%s)", s.dupCount, strings.Join(s.dups, ", ")))
-		}
-		if s.missing > 0 {
-			errs = append(errs, fmt.Errorf("not exactly once: %d of %d window slots had not run %v after the window", s.missing, res.Expected, lagDrain))
-		}
-		if bad > 0 {
-			errs = append(errs, fmt.Errorf("daemons: %d malformed record lines", bad))
-		}
-		var logs [][]byte
-		for i := range lagDaemonCount {
-			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("bench-%d", i), "daemon.log"))
-			if err != nil {
-				errs = append(errs, err)
-			}
-			logs = append(logs, b)
-		}
-		claimed, spawned, outcomes := daemonLogLags(logs, ws, ws.Add(time.Duration(secs)*time.Second))
-		res.ClaimOutcomes = outcomes
-		res.ClaimedP50, res.ClaimedP99 = quantileOf(claimed, 0.50), quantileOf(claimed, 0.99)
-		res.SpawnedP50, res.SpawnedP99 = quantileOf(spawned, 0.50), quantileOf(spawned, 0.99)
+	if werr != nil {
+		return true
 	}
-	if ctx.Err() != nil {
-		errs = append(errs, errors.New("interrupted"))
-		return res
-	}
+	return r.daemonFigures(daemonRecs, from)
+}
 
-	// The forker alone, at the same load.
-	daemonLogf("lag %s, %d jobs/s: the forker for %v after a %v warm-up...", backend, load, dur, lagWarmup)
-	forkerRecs := filepath.Join(dir, "forker.rec")
+// daemonFigures reads the daemons' records of the window that followed
+// from: their lags, the runs missing and duplicated, then what their logs
+// say. It reports whether the records could be read.
+func (r *lagRun) daemonFigures(recFile string, from time.Time) bool {
+	recs, bad, err := readLagRecords(recFile)
+	if err != nil {
+		r.errs = append(r.errs, err)
+		return false
+	}
+	res := r.res
+	ws := lagWindow(from)
+	we := ws.Add(time.Duration(r.secs) * time.Second)
+	s := lagStatsOf(recs, r.names, ws, we)
+	res.Runs, res.Missing, res.Duplicates, res.ByInstance = len(s.lags), s.missing, s.dupCount, s.byInstance
+	res.DaemonP50, res.DaemonP99, res.DaemonMax = quantileOf(s.lags, 0.50), quantileOf(s.lags, 0.99), quantileOf(s.lags, 1)
+	if s.dupCount > 0 {
+		r.errs = append(r.errs, fmt.Errorf("not exactly once: %d (job, slot) ran more than once (%s)", s.dupCount, strings.Join(s.dups, ", ")))
+	}
+	if s.missing > 0 {
+		r.errs = append(r.errs, fmt.Errorf("not exactly once: %d of %d window slots had not run %v after the window", s.missing, res.Expected, lagDrain))
+	}
+	if bad > 0 {
+		r.errs = append(r.errs, fmt.Errorf("daemons: %d malformed record lines", bad))
+	}
+	r.logFigures(ws, we)
+	return true
+}
+
+// logFigures splits the daemons' lag of the window [ws, we) by their own
+// log lines: slot to won claim, slot to job started, and the claims'
+// outcomes.
+func (r *lagRun) logFigures(ws, we time.Time) {
+	var logs [][]byte
+	for i := range lagDaemonCount {
+		b, err := os.ReadFile(filepath.Join(r.dir, fmt.Sprintf("bench-%d", i), "daemon.log"))
+		if err != nil {
+			r.errs = append(r.errs, err)
+		}
+		logs = append(logs, b)
+	}
+	claimed, spawned, outcomes := daemonLogLags(logs, ws, we)
+	res := r.res
+	res.ClaimOutcomes = outcomes
+	res.ClaimedP50, res.ClaimedP99 = quantileOf(claimed, 0.50), quantileOf(claimed, 0.99)
+	res.SpawnedP50, res.SpawnedP99 = quantileOf(spawned, 0.50), quantileOf(spawned, 0.99)
+}
+
+// forker runs the baseline forker alone, at the same load, through a
+// window of its own, and reads its figures.
+func (r *lagRun) forker(dur time.Duration) {
+	res := r.res
+	daemonLogf("lag %s, %d jobs/s: the forker for %v after a %v warm-up...", res.Backend, res.Load, dur, lagWarmup)
+	forkerRecs := filepath.Join(r.dir, "forker.rec")
 	fstart := time.Now()
 	ws := lagWindow(fstart)
-	we := ws.Add(time.Duration(secs) * time.Second)
-	if _, err := runForker(ctx, names, lagProbeArgv(bash, forkerRecs), daemonEnv(), fstart, we); err != nil {
-		errs = append(errs, err)
-		return res
+	we := ws.Add(time.Duration(r.secs) * time.Second)
+	if _, err := runForker(r.ctx, r.names, lagProbeArgv(r.bash, forkerRecs), daemonEnv(), fstart, we); err != nil {
+		r.errs = append(r.errs, err)
+		return
 	}
 	recs, bad, err := readLagRecords(forkerRecs)
 	if err != nil {
-		errs = append(errs, err)
-		return res
+		r.errs = append(r.errs, err)
+		return
 	}
-	s := lagStatsOf(recs, names, ws, we)
+	s := lagStatsOf(recs, r.names, ws, we)
 	res.ForkerRuns = len(s.lags)
 	res.ForkerP50, res.ForkerP99, res.ForkerMax = quantileOf(s.lags, 0.50), quantileOf(s.lags, 0.99), quantileOf(s.lags, 1)
 	if s.missing > 0 || s.dupCount > 0 || bad > 0 {
-		errs = append(errs, fmt.Errorf("forker: %d slots missing, %d duplicated, %d malformed lines", s.missing, s.dupCount, bad))
+		r.errs = append(r.errs, fmt.Errorf("forker: %d slots missing, %d duplicated, %d malformed lines", s.missing, s.dupCount, bad))
 	}
-	return res
 }
 
 // lagWindow is the first slot of the measured window of a run whose jobs

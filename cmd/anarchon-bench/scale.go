@@ -106,18 +106,10 @@ func measureScale(ctx context.Context, backend string, jobs int, idle, busy time
 			errs = append(errs, err)
 		}
 	}()
-	var overhead int64
-	switch {
-	case st.watchOps != nil:
-		res.StoreOpsScope, res.SharedOpsScope = st.watchScope, st.opsScope
-	case st.countOps != nil:
-		res.StoreOpsScope = st.opsScope
-	}
-	if st.countOps != nil {
-		if overhead, err = st.opsOverhead(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("store counter: %w", err))
-			return res
-		}
+	overhead, err := res.storeCounter(ctx, st)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("store counter: %w", err))
+		return res
 	}
 
 	daemonLogf("scale %s: %d idle jobs, %v settle + %v idle...", backend, jobs, scaleSettle, idle)
@@ -146,23 +138,47 @@ func measureScale(ctx context.Context, backend string, jobs int, idle, busy time
 	if err != nil {
 		errs = append(errs, fmt.Errorf("busy: %w", err))
 	}
+	res.setBusy(b)
+	return res
+}
+
+// storeCounter says in res how st counts the store's operations, and
+// returns what one reading of its shared counter adds to it (0 when it
+// has none).
+func (res *scaleResult) storeCounter(ctx context.Context, st *daemonStore) (overhead int64, err error) {
+	switch {
+	case st.watchOps != nil:
+		res.StoreOpsScope, res.SharedOpsScope = st.watchScope, st.opsScope
+	case st.countOps != nil:
+		res.StoreOpsScope = st.opsScope
+	}
+	if st.countOps == nil {
+		return 0, nil
+	}
+	return st.opsOverhead(ctx)
+}
+
+// setBusy puts the busy daemon's figures in res: its rates, its first and
+// last samples, their extremes, and a note when it did not keep up.
+func (res *scaleResult) setBusy(b busyFigures) {
 	res.BusySamples, res.BusyWindow, res.BusyRunsPerSec, res.BusyMissed, res.BusyCPUPercent =
 		b.samples, b.window, b.runsPerSec, b.missed, b.cpu
 	if b.runsPerSec < 0.95*float64(scaleBusyJobs) && len(b.samples) > 1 {
 		res.BusyNote = fmt.Sprintf("behind: %.0f of %d runs/s; RSS and goroutine growth is the backlog, not a measure of flatness", b.runsPerSec, scaleBusyJobs)
 	}
-	if n := len(b.samples); n > 0 {
-		first, last := b.samples[0], b.samples[n-1]
-		res.BusyRSSStartBytes, res.BusyRSSEndBytes = first.RSSBytes, last.RSSBytes
-		res.BusyGoroutinesStart, res.BusyGoroutinesEnd = first.Goroutines, last.Goroutines
-		res.BusyRSSBytes, res.BusyRSSMinBytes = first.RSSBytes, first.RSSBytes
-		for _, s := range b.samples {
-			res.BusyRSSBytes = max(res.BusyRSSBytes, s.RSSBytes)
-			res.BusyRSSMinBytes = min(res.BusyRSSMinBytes, s.RSSBytes)
-			res.BusyGoroutinesMax = max(res.BusyGoroutinesMax, s.Goroutines)
-		}
+	n := len(b.samples)
+	if n == 0 {
+		return
 	}
-	return res
+	first, last := b.samples[0], b.samples[n-1]
+	res.BusyRSSStartBytes, res.BusyRSSEndBytes = first.RSSBytes, last.RSSBytes
+	res.BusyGoroutinesStart, res.BusyGoroutinesEnd = first.Goroutines, last.Goroutines
+	res.BusyRSSBytes, res.BusyRSSMinBytes = first.RSSBytes, first.RSSBytes
+	for _, s := range b.samples {
+		res.BusyRSSBytes = max(res.BusyRSSBytes, s.RSSBytes)
+		res.BusyRSSMinBytes = min(res.BusyRSSMinBytes, s.RSSBytes)
+		res.BusyGoroutinesMax = max(res.BusyGoroutinesMax, s.Goroutines)
+	}
 }
 
 // idleFigures is what one idle daemon measured.
@@ -201,57 +217,93 @@ func scaleIdle(ctx context.Context, bin, dir string, st *daemonStore, overhead i
 	if err := sleepOrDone(ctx, scaleSettle); err != nil {
 		return f, err
 	}
+	err = f.measure(ctx, d, &idleCounter{st: st, overhead: overhead}, idle)
+	return f, err
+}
+
+// measure reads the settled daemon d's RSS, CPU time and the store's
+// operations (by c) at both ends of an idle window of idle.
+func (f *idleFigures) measure(ctx context.Context, d *benchDaemon, c *idleCounter, idle time.Duration) (err error) {
 	if f.rss, err = procRSS(d.pid()); err != nil {
-		return f, err
+		return err
 	}
-	var ops0, ops1 int64
-	if st.countOps != nil {
-		if ops0, err = st.countOps(ctx); err != nil {
-			return f, fmt.Errorf("store counter: %w", err)
-		}
-	}
-	var stopWatch func() (int64, error)
-	if st.watchOps != nil {
-		if stopWatch, err = st.watchOps(ctx, d.pid()); err != nil {
-			return f, fmt.Errorf("store counter: %w", err)
-		}
+	if err := c.start(ctx, d.pid()); err != nil {
+		return err
 	}
 	cpu0, err := procCPUTicks(d.pid())
 	if err != nil {
-		return f, err
+		return err
 	}
 	t0 := time.Now()
 	if err := sleepOrDone(ctx, idle); err != nil {
-		return f, err
+		return err
 	}
 	cpu1, err := procCPUTicks(d.pid())
 	if err != nil {
-		return f, err
+		return err
 	}
 	f.window = time.Since(t0)
-	if stopWatch != nil {
-		own, err := stopWatch()
+	if err := c.finish(ctx, f); err != nil {
+		return err
+	}
+	if f.rssEnd, err = procRSS(d.pid()); err != nil {
+		return err
+	}
+	f.cpu = float64(cpu1-cpu0) / clockTicks / f.window.Seconds() * 100
+	return nil
+}
+
+// idleCounter counts the store's operations over an idle window, as the
+// store can: the daemon's own (watchOps), the store's shared counter
+// (countOps), or both.
+type idleCounter struct {
+	st        *daemonStore
+	overhead  int64 // what one reading of the shared counter adds to it
+	ops0      int64 // the shared counter at the window's start
+	stopWatch func() (int64, error)
+}
+
+// start reads the shared counter and starts watching process pid's own
+// operations, where the store can.
+func (c *idleCounter) start(ctx context.Context, pid int) (err error) {
+	if c.st.countOps != nil {
+		if c.ops0, err = c.st.countOps(ctx); err != nil {
+			return fmt.Errorf("store counter: %w", err)
+		}
+	}
+	if c.st.watchOps != nil {
+		if c.stopWatch, err = c.st.watchOps(ctx, pid); err != nil {
+			return fmt.Errorf("store counter: %w", err)
+		}
+	}
+	return nil
+}
+
+// finish ends the window f.window long: the daemon's own operations per
+// minute in f.opsPerMin when they are watched, the shared counter's (less
+// its readings) in f.sharedPerMin beside them, else in f.opsPerMin.
+func (c *idleCounter) finish(ctx context.Context, f *idleFigures) error {
+	if c.stopWatch != nil {
+		own, err := c.stopWatch()
 		if err != nil {
-			return f, fmt.Errorf("store counter: %w", err)
+			return fmt.Errorf("store counter: %w", err)
 		}
 		f.opsPerMin = float64(own) / f.window.Minutes()
 	}
-	if st.countOps != nil {
-		if ops1, err = st.countOps(ctx); err != nil {
-			return f, fmt.Errorf("store counter: %w", err)
-		}
-		shared := float64(max(ops1-ops0-overhead, 0)) / f.window.Minutes()
-		if stopWatch != nil {
-			f.sharedPerMin = shared
-		} else {
-			f.opsPerMin = shared
-		}
+	if c.st.countOps == nil {
+		return nil
 	}
-	if f.rssEnd, err = procRSS(d.pid()); err != nil {
-		return f, err
+	ops1, err := c.st.countOps(ctx)
+	if err != nil {
+		return fmt.Errorf("store counter: %w", err)
 	}
-	f.cpu = float64(cpu1-cpu0) / clockTicks / f.window.Seconds() * 100
-	return f, nil
+	shared := float64(max(ops1-c.ops0-c.overhead, 0)) / f.window.Minutes()
+	if c.stopWatch != nil {
+		f.sharedPerMin = shared
+	} else {
+		f.opsPerMin = shared
+	}
+	return nil
 }
 
 // busyFigures is what the busy daemon measured.
@@ -290,36 +342,28 @@ func scaleBusy(ctx context.Context, bin, dir string, st *daemonStore, busy time.
 	if err := sleepOrDone(ctx, scaleBusyWarmup); err != nil {
 		return f, err
 	}
-	sample := func(start time.Time) (scaleSample, error) {
-		text, err := d.metrics(ctx)
-		if err != nil {
-			return scaleSample{}, err
-		}
-		s := scaleSample{At: time.Since(start)}
-		g, ok := metricSum(text, "go_goroutines")
-		if !ok {
-			return s, errors.New("/metrics: no go_goroutines")
-		}
-		s.Goroutines = int(g)
-		s.Runs, _ = metricSum(text, "anarchon_runs_total")
-		s.RSSBytes, err = procRSS(d.pid())
-		return s, err
-	}
-	missed := func() float64 { v, _ := d.metric(ctx, "anarchon_missed_slots_total"); return v }
+	err = f.measure(ctx, d, busy)
+	return f, err
+}
+
+// measure samples the busy daemon d every scaleBusyInterval for busy, and
+// works out its runs a second, its missed slots and its CPU over the
+// window.
+func (f *busyFigures) measure(ctx context.Context, d *benchDaemon, busy time.Duration) error {
 	start := time.Now()
-	missed0 := missed()
+	missed0 := missedSlots(ctx, d)
 	cpu0, err := procCPUTicks(d.pid())
 	if err != nil {
-		return f, err
+		return err
 	}
 	for at := time.Duration(0); ; at += scaleBusyInterval {
 		at = min(at, busy)
 		if err := sleepOrDone(ctx, time.Until(start.Add(at))); err != nil {
-			return f, err
+			return err
 		}
-		s, err := sample(start)
+		s, err := busySample(ctx, d, start)
 		if err != nil {
-			return f, err
+			return err
 		}
 		f.samples = append(f.samples, s)
 		if at == busy {
@@ -328,14 +372,39 @@ func scaleBusy(ctx context.Context, bin, dir string, st *daemonStore, busy time.
 	}
 	cpu1, err := procCPUTicks(d.pid())
 	if err != nil {
-		return f, err
+		return err
 	}
 	f.window = time.Since(start)
-	f.missed = missed() - missed0
+	f.missed = missedSlots(ctx, d) - missed0
 	first, last := f.samples[0], f.samples[len(f.samples)-1]
 	if w := last.At - first.At; w > 0 {
 		f.runsPerSec = (last.Runs - first.Runs) / w.Seconds()
 	}
 	f.cpu = float64(cpu1-cpu0) / clockTicks / f.window.Seconds() * 100
-	return f, nil
+	return nil
+}
+
+// busySample reads d's goroutines and runs from /metrics, and its RSS, at
+// its time since start.
+func busySample(ctx context.Context, d *benchDaemon, start time.Time) (scaleSample, error) {
+	text, err := d.metrics(ctx)
+	if err != nil {
+		return scaleSample{}, err
+	}
+	s := scaleSample{At: time.Since(start)}
+	g, ok := metricSum(text, "go_goroutines")
+	if !ok {
+		return s, errors.New("/metrics: no go_goroutines")
+	}
+	s.Goroutines = int(g)
+	s.Runs, _ = metricSum(text, "anarchon_runs_total")
+	s.RSSBytes, err = procRSS(d.pid())
+	return s, err
+}
+
+// missedSlots is d's anarchon_missed_slots_total (0 when it cannot be
+// read).
+func missedSlots(ctx context.Context, d *benchDaemon) float64 {
+	v, _ := d.metric(ctx, "anarchon_missed_slots_total")
+	return v
 }

@@ -13,6 +13,36 @@ import (
 
 // printReport writes the header, the table and what went wrong.
 func printReport(w io.Writer, start time.Time, results []result) {
+	printHeader(w, start)
+	printTables(w, results)
+
+	fmt.Fprintln(w, "\nraw: sqlite an empty `BEGIN IMMEDIATE`/`COMMIT` on a database/sql connection to the same file, with the backend's settings (SQLite has no network round trip);"+
+		" postgres `SELECT 1` on a pgx connection; redis `PING`; nats a JetStream publish without Msg-Id to the same stream;"+
+		" rabbitmq a confirmed persistent publish to a durable queue."+
+		" rabbitmq: each run's gate declared before its claim, untimed, as the scheduler declares it a second before the slot (the claim then only publishes);"+
+		" rabbitmq-unprepared: the claim declares its gate, then publishes."+
+		" durable write: a one-row INSERT committed with the store's sync settings (sqlite `synchronous=FULL`; postgres the DSN's `synchronous_commit`), on a connection of its own:"+
+		" the least any claim that writes pays."+
+		" postgres-async: postgres with `backend.postgres.synchronousCommit: off` on the backend's, the raw and the write's sessions"+
+		" (its write is then not durable: the floor of a claim with the same settings).")
+
+	for _, r := range results {
+		if len(r.violations) > 0 {
+			fmt.Fprintf(w, "\nFAIL %s: %d of %d contended runs did not have exactly one won:\n", r.name, len(r.violations), r.n)
+			for _, v := range r.violations[:min(len(r.violations), 10)] {
+				fmt.Fprintf(w, "  %s\n", v)
+			}
+		}
+		if r.err != nil {
+			fmt.Fprintf(w, "\nERROR %s: %s\n", r.name, oneLine(r.err.Error()))
+		}
+	}
+}
+
+// printHeader writes the report's title and how it was run: the command
+// line (passwords hidden), the date and machine, the claims measured and
+// the servers.
+func printHeader(w io.Writer, start time.Time) {
 	args := make([]string, 0, len(os.Args))
 	args = append(args, filepath.Base(os.Args[0]))
 	for _, a := range os.Args[1:] {
@@ -29,7 +59,11 @@ func printReport(w io.Writer, start time.Time, results []result) {
 	fmt.Fprintf(w, "- n: %d (rabbitmq %d) uncontended claims of fresh runs, interleaved with as many raw ops; overlap %s; contended: %s\n",
 		*nFlag, *nRabbitFlag, *overlapFlag, contended)
 	fmt.Fprintf(w, "- servers: %s\n\n", servers())
+}
 
+// printTables writes the latency table, then those of the throughput, the
+// start lag and the scale where results have them.
+func printTables(w io.Writer, results []result) {
 	fmt.Fprintln(w, "| backend | claim p50 | claim p99 | raw p50 | raw p99 | p50 ratio (claim/raw) | durable write p50 | claim/write | contended8 p50 | contended8 p99 |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, r := range results {
@@ -59,28 +93,6 @@ func printReport(w io.Writer, start time.Time, results []result) {
 			if r.scale != nil {
 				fmt.Fprintln(w, scaleRow(*r.scale))
 			}
-		}
-	}
-
-	fmt.Fprintln(w, "\nraw: sqlite an empty `BEGIN IMMEDIATE`/`COMMIT` on a database/sql connection to the same file, with the backend's settings (SQLite has no network round trip);"+
-		" postgres `SELECT 1` on a pgx connection; redis `PING`; nats a JetStream publish without Msg-Id to the same stream;"+
-		" rabbitmq a confirmed persistent publish to a durable queue."+
-		" rabbitmq: each run's gate declared before its claim, untimed, as the scheduler declares it a second before the slot (the claim then only publishes);"+
-		" rabbitmq-unprepared: the claim declares its gate, then publishes."+
-		" durable write: a one-row INSERT committed with the store's sync settings (sqlite `synchronous=FULL`; postgres the DSN's `synchronous_commit`), on a connection of its own:"+
-		" the least any claim that writes pays."+
-		" postgres-async: postgres with `backend.postgres.synchronousCommit: off` on the backend's, the raw and the write's sessions"+
-		" (its write is then not durable: the floor of a claim with the same settings).")
-
-	for _, r := range results {
-		if len(r.violations) > 0 {
-			fmt.Fprintf(w, "\nFAIL %s: %d of %d contended runs did not have exactly one won:\n", r.name, len(r.violations), r.n)
-			for _, v := range r.violations[:min(len(r.violations), 10)] {
-				fmt.Fprintf(w, "  %s\n", v)
-			}
-		}
-		if r.err != nil {
-			fmt.Fprintf(w, "\nERROR %s: %s\n", r.name, oneLine(r.err.Error()))
 		}
 	}
 }

@@ -100,56 +100,51 @@ func ceiling(ctx context.Context, st *store, claimers, n int, runs *[]runKey) (c
 		return ceilingResult{}, nil, err
 	}
 	slot := time.Now().Add(-time.Second).Truncate(time.Second).UnixMilli()
-	jobs := make([]string, n)
-	for i := range jobs {
-		jobs[i] = fmt.Sprintf("ceil-%05d", i)
-		*runs = append(*runs, runKey{jobs[i], slot})
+	c := &ceilingRace{slot: slot, jobs: make([]string, n), won: make([]atomic.Int32, n)}
+	for i := range c.jobs {
+		c.jobs[i] = fmt.Sprintf("ceil-%05d", i)
+		*runs = append(*runs, runKey{c.jobs[i], slot})
 	}
 	_, batched := bes[0].(claim.Batcher)
 	batched = batched && *batchFlag
 	// The scheduler's concurrency: claims one by one with 16 in flight, or
 	// batches with 4 in flight (its coalescer's bound).
-	chunk, inFlight := 1, claimConcurrency
+	inFlight := claimConcurrency
+	c.chunk = 1
 	if batched {
-		chunk, inFlight = ceilingBatch, batchesInFlight
+		c.chunk, inFlight = ceilingBatch, batchesInFlight
 	}
-	won := make([]atomic.Int32, n)
-	errs := make([]error, claimers)
+	el, err := c.race(ctx, bes, inFlight)
+	if err != nil {
+		return ceilingResult{}, nil, err
+	}
+	return ceilingResult{rate: rate{Claimers: claimers, Claims: claimers * n, Elapsed: el}, Runs: n,
+		Batched: batched, Batch: c.chunk}, c.violations(), nil
+}
+
+// ceilingRace is the ceiling's runs as its claimers share them: the same
+// slot of every job, claimed chunk runs at a time, and how many claims of
+// each run were won.
+type ceilingRace struct {
+	jobs  []string
+	slot  int64 // ms since the epoch
+	chunk int   // runs per claim (or per batch)
+	won   []atomic.Int32
+}
+
+// race starts inFlight workers per backend of bes, lets them all go at
+// once, and returns how long they took to claim every run; the error is
+// every claimer's first.
+func (c *ceilingRace) race(ctx context.Context, bes []claim.Backend, inFlight int) (time.Duration, error) {
+	cls := make([]*ceilingClaimer, len(bes))
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for g, be := range bes {
-		tok, inst := claim.NewToken(), fmt.Sprintf("ceil-%d", g)
-		var next atomic.Int64 // the next chunk's first run
-		var mu sync.Mutex
+		cls[g] = &ceilingClaimer{race: c, be: be, tok: claim.NewToken(), inst: fmt.Sprintf("ceil-%d", g)}
 		for range inFlight {
 			wg.Go(func() {
 				<-start
-				for {
-					lo := int(next.Add(int64(chunk))) - chunk
-					if lo >= n || ctx.Err() != nil {
-						return
-					}
-					reqs := make([]claim.Request, 0, chunk)
-					for i := lo; i < min(lo+chunk, n); i++ {
-						r := newRequest(jobs[i], slot, inst)
-						r.Token = tok
-						reqs = append(reqs, r)
-					}
-					res, err := claimChunk(ctx, be, reqs)
-					if err != nil {
-						mu.Lock()
-						if errs[g] == nil {
-							errs[g] = err
-						}
-						mu.Unlock()
-						return
-					}
-					for j, x := range res {
-						if x.Outcome == claim.Won {
-							won[lo+j].Add(1)
-						}
-					}
-				}
+				cls[g].work(ctx)
 			})
 		}
 	}
@@ -157,17 +152,67 @@ func ceiling(ctx context.Context, st *store, claimers, n int, runs *[]runKey) (c
 	close(start)
 	wg.Wait()
 	el := time.Since(t0)
-	if err := errors.Join(errs...); err != nil {
-		return ceilingResult{}, nil, err
+	errs := make([]error, len(cls))
+	for g, cl := range cls {
+		errs[g] = cl.err
 	}
-	var violations []string
-	for i := range won {
-		if w := won[i].Load(); w != 1 {
-			violations = append(violations, fmt.Sprintf("run %s@%d: %d won, want exactly 1", jobs[i], slot, w))
+	return el, errors.Join(errs...)
+}
+
+// violations lists the runs that did not have exactly one won.
+func (c *ceilingRace) violations() []string {
+	var out []string
+	for i := range c.won {
+		if w := c.won[i].Load(); w != 1 {
+			out = append(out, fmt.Sprintf("run %s@%d: %d won, want exactly 1", c.jobs[i], c.slot, w))
 		}
 	}
-	return ceilingResult{rate: rate{Claimers: claimers, Claims: claimers * n, Elapsed: el}, Runs: n,
-		Batched: batched, Batch: chunk}, violations, nil
+	return out
+}
+
+// ceilingClaimer is one claimer of the ceiling: one backend, as one
+// instance, whose workers take the runs' chunks in turn.
+type ceilingClaimer struct {
+	race *ceilingRace
+	be   claim.Backend
+	tok  claim.Token
+	inst string
+	next atomic.Int64 // the next chunk's first run
+	mu   sync.Mutex   // guards err
+	err  error        // the first error of its workers
+}
+
+// work is one worker: it claims the next chunk until none is left, the
+// context is done or a claim fails.
+func (cl *ceilingClaimer) work(ctx context.Context) {
+	c := cl.race
+	n := len(c.jobs)
+	for {
+		lo := int(cl.next.Add(int64(c.chunk))) - c.chunk
+		if lo >= n || ctx.Err() != nil {
+			return
+		}
+		reqs := make([]claim.Request, 0, c.chunk)
+		for i := lo; i < min(lo+c.chunk, n); i++ {
+			r := newRequest(c.jobs[i], c.slot, cl.inst)
+			r.Token = cl.tok
+			reqs = append(reqs, r)
+		}
+		res, err := claimChunk(ctx, cl.be, reqs)
+		if err != nil {
+			cl.mu.Lock()
+			if cl.err == nil {
+				cl.err = err
+			}
+			cl.mu.Unlock()
+			return
+		}
+		for j, x := range res {
+			if x.Outcome == claim.Won {
+				c.won[lo+j].Add(1)
+			}
+		}
+	}
 }
 
 // claimConcurrency is the scheduler's default bound on claims in flight,
