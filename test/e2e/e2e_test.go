@@ -192,19 +192,21 @@ var soloMu sync.RWMutex
 // cluster runs nothing from before its start.
 func soonVars(now time.Time) [][2]string {
 	var vars [][2]string
-	// SOON is a daily cron expression two seconds from now (UTC):
-	// a job that fires once while the script runs.
-	soon := now.Add(2 * time.Second)
+	// SOON is a daily cron expression three seconds from now (UTC), at
+	// least two after its truncation to the second: a job that fires once
+	// while the script runs, after its daemon has started and reached a
+	// store on a busy machine (a connection can take a second there).
+	soon := now.Add(3 * time.Second)
 	vars = append(vars, [2]string{"SOON", fmt.Sprintf("%d %d %d * * *", soon.Second(), soon.Minute(), soon.Hour())})
 	// SOON_MS is SOON's slot, ms since the Unix epoch.
 	vars = append(vars, [2]string{"SOON_MS", strconv.FormatInt(soon.Truncate(time.Second).UnixMilli(), 10)})
-	// LATER, and LATER_MS, are a daily slot four seconds from now:
+	// LATER, and LATER_MS, are a daily slot five seconds from now:
 	// for a script whose daemon must be up a while before it.
 	later := soon.Add(2 * time.Second)
 	vars = append(vars, [2]string{"LATER", fmt.Sprintf("%d %d %d * * *", later.Second(), later.Minute(), later.Hour())})
 	vars = append(vars, [2]string{"LATER_MS", strconv.FormatInt(later.Truncate(time.Second).UnixMilli(), 10)})
 	// SOON3 fires three times, on consecutive seconds of one minute
-	// starting two seconds or more from now.
+	// starting at SOON or later.
 	if soon.Second() > 57 {
 		soon = soon.Truncate(time.Minute).Add(time.Minute)
 	}
