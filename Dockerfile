@@ -3,7 +3,7 @@
 #
 #   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" \
 #                --build-arg COMMIT="$(git rev-parse HEAD)" -t anarchon .
-#   docker run --init --stop-timeout 45 -v anarchon-state:/var/lib/anarchon \
+#   docker run --init --stop-timeout 50 -v anarchon-state:/var/lib/anarchon \
 #              -v "$PWD/etc-anarchon:/etc/anarchon:ro" anarchon
 
 # Build: cgo (SQLite is linked in), so a glibc toolchain image.
